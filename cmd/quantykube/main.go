@@ -1,0 +1,91 @@
+// Command quantykube serves the etcd v3 API from an SQL revision log.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/server"
+)
+
+const usage = `quantykube: the etcd v3 API on an SQL revision log
+
+Usage:
+  quantykube serve [flags]     serve the etcd v3 gRPC API
+  quantykube version           print the version
+
+Run 'quantykube serve --help' for the flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "version", "--version":
+		fmt.Printf("quantykube (etcd API %s)\n", endpoint.Version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "quantykube: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "quantykube: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func serve(args []string) error {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	var cfg server.Config
+	var debug bool
+	fs.StringVar(&cfg.ListenAddress, "listen-address", server.DefaultListenAddress, "address to serve the etcd API on: host:port or unix:///path")
+	fs.StringVar(&cfg.Endpoint, "endpoint", server.DefaultEndpoint, "database: sqlite://path")
+	fs.StringVar(&cfg.CertFile, "cert-file", "", "serving TLS certificate")
+	fs.StringVar(&cfg.KeyFile, "key-file", "", "serving TLS key")
+	fs.StringVar(&cfg.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates")
+	fs.BoolVar(&cfg.ClientCertAuth, "client-cert-auth", false, "require a client certificate signed by --trusted-ca-file")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request accepted, in bytes")
+	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (default 10m)")
+	fs.BoolVar(&debug, "debug", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- srv.Wait() }()
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down: finishing in-flight requests")
+		return srv.Close()
+	case err := <-waitErr:
+		srv.Close()
+		return err
+	}
+}

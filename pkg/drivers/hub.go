@@ -1,0 +1,140 @@
+package drivers
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Hub holds the most recent committed events in memory and wakes watchers
+// when new ones arrive. Watchers pull: each reads from the ring at its own
+// pace, so a slow watcher costs nobody else anything, and one that falls
+// behind the ring reads the log table instead.
+type Hub struct {
+	mu       sync.Mutex
+	events   []*Event // in (revision, sub) order
+	bytes    int
+	maxBytes int
+	base     int64 // every event with a revision > base is in events
+	rev      int64 // newest published revision
+	wake     chan struct{}
+	closed   bool
+}
+
+func newHub(rev int64, maxBytes int) *Hub {
+	return &Hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{})}
+}
+
+func (h *Hub) publish(rev int64, evs []*Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range evs {
+		h.bytes += e.Size()
+	}
+	h.events = append(h.events, evs...)
+	h.rev = rev
+	// Drop whole revisions from the front until the ring fits.
+	drop := 0
+	for h.bytes > h.maxBytes && drop < len(h.events) {
+		r := h.events[drop].Rev()
+		for drop < len(h.events) && h.events[drop].Rev() == r {
+			h.bytes -= h.events[drop].Size()
+			h.events[drop] = nil
+			drop++
+		}
+		h.base = r
+	}
+	if drop > 0 {
+		h.events = h.events[drop:]
+	}
+	close(h.wake)
+	h.wake = make(chan struct{})
+}
+
+func (h *Hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		close(h.wake)
+	}
+}
+
+// State returns the newest published revision and a channel closed when a
+// newer one is published (or the store closes).
+func (h *Hub) State() (int64, <-chan struct{}, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rev, h.wake, h.closed
+}
+
+// read returns the events with from <= revision <= to that match, or
+// ok=false when some of them are older than the ring.
+func (h *Hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if from <= h.base {
+		return nil, false
+	}
+	i := sort.Search(len(h.events), func(i int) bool { return h.events[i].Rev() >= from })
+	var out []*Event
+	for ; i < len(h.events) && h.events[i].Rev() <= to; i++ {
+		if kr.Contains(h.events[i].Kv.Key) {
+			out = append(out, h.events[i])
+		}
+	}
+	return out, true
+}
+
+// Events returns the committed events in [from, to] on keys in kr, in
+// revision order, from the ring when it still holds them and from the log
+// table otherwise. Each event carries its prev_kv.
+func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
+	if evs, ok := s.hub.read(from, to, kr); ok {
+		return evs, nil
+	}
+	return s.eventsFromLog(ctx, from, to, kr)
+}
+
+func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
+	cond, args := s.q.where("l.key", kr, []any{from, to})
+	// prev_kv is the key's row just before this one, unless that was a delete.
+	q := `SELECT l.rev, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
+			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
+		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
+		WHERE l.rev >= ? AND l.rev <= ? AND ` + cond + ` ORDER BY l.rev, l.sub`
+	rows, err := s.rdb.QueryContext(ctx, s.d.Bind(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Event
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		var deleted int64
+		var unixMs int64
+		var pRev, pCreate, pVersion, pLease, pDeleted *int64
+		var pValue []byte
+		if err := rows.Scan(&kv.ModRevision, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
+			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
+			return nil, err
+		}
+		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
+		if deleted != 0 {
+			e.Type = mvccpb.DELETE
+			e.Kv = &mvccpb.KeyValue{Key: kv.Key, ModRevision: kv.ModRevision}
+		} else if kv.Value == nil {
+			kv.Value = []byte{}
+		}
+		if pRev != nil && *pDeleted == 0 {
+			if pValue == nil {
+				pValue = []byte{}
+			}
+			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: pValue, CreateRevision: *pCreate, ModRevision: *pRev, Version: *pVersion, Lease: *pLease}
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,242 @@
+package drivers
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"sort"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queries holds the SQL the core needs, bound for one dialect.
+type queries struct {
+	d Dialect
+}
+
+func newQueries(d Dialect) queries { return queries{d: d} }
+
+// where renders the key-range condition on column col.
+func (q queries) where(col string, kr KeyRange, args []any) (string, []any) {
+	switch {
+	case kr.Single():
+		return col + " = ?", append(args, kr.Key)
+	case kr.Unbounded:
+		return col + " >= ?", append(args, kr.Key)
+	default:
+		return col + " >= ? AND " + col + " < ?", append(args, kr.Key, kr.End)
+	}
+}
+
+// RangeResult is a Range answer before it becomes a RangeResponse.
+type RangeResult struct {
+	Rev   int64 // the store's revision at the read
+	Kvs   []*mvccpb.KeyValue
+	Count int64
+	More  bool
+}
+
+// Range reads the latest state or a past revision, exactly as etcd does.
+func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	// The header revision is read in the same snapshot as the data.
+	var rev, compact int64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact')`).Scan(&rev, &compact); err != nil {
+		return nil, err
+	}
+	return s.rangeIn(ctx, tx, r, rev, compact)
+}
+
+func validSort(r *pb.RangeRequest) bool {
+	_, okO := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]
+	_, okT := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]
+	return okO && okT
+}
+
+// rangeIn answers r inside q, whose snapshot is at revision rev.
+func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev, compact int64) (*RangeResult, error) {
+	if len(r.Key) == 0 {
+		return nil, ErrEmptyKey
+	}
+	if !validSort(r) {
+		return nil, ErrInvalidSort
+	}
+	at := r.Revision
+	if at > rev {
+		return nil, ErrFutureRev
+	}
+	if at > 0 && at < compact {
+		return nil, ErrCompacted
+	}
+	if at <= 0 {
+		at = rev
+	}
+	res := &RangeResult{Rev: rev}
+	kr := NewKeyRange(r.Key, r.RangeEnd)
+	if kr.Empty() {
+		return res, nil
+	}
+
+	order := r.SortOrder
+	switch {
+	case r.SortTarget != pb.RangeRequest_KEY && order == pb.RangeRequest_NONE:
+		order = pb.RangeRequest_ASCEND
+	case r.SortTarget == pb.RangeRequest_KEY && order == pb.RangeRequest_ASCEND:
+		order = pb.RangeRequest_NONE // rows already come in key order
+	}
+	filtered := r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
+	limit := r.Limit
+	if order != pb.RangeRequest_NONE || filtered || limit < 0 {
+		limit = 0 // sort and filter need every row; truncate afterwards
+	}
+
+	count, err := s.count(ctx, q, kr, at, rev)
+	if err != nil {
+		return nil, err
+	}
+	res.Count = count
+	if r.CountOnly || count == 0 {
+		return res, nil
+	}
+	fetch := limit
+	if fetch > 0 && fetch >= count {
+		fetch = 0
+	}
+	kvs, err := s.fetch(ctx, q, kr, at, rev, fetch, r.KeysOnly)
+	if err != nil {
+		return nil, err
+	}
+	if filtered {
+		out := kvs[:0]
+		for _, kv := range kvs {
+			if (r.MinModRevision != 0 && kv.ModRevision < r.MinModRevision) ||
+				(r.MaxModRevision != 0 && kv.ModRevision > r.MaxModRevision) ||
+				(r.MinCreateRevision != 0 && kv.CreateRevision < r.MinCreateRevision) ||
+				(r.MaxCreateRevision != 0 && kv.CreateRevision > r.MaxCreateRevision) {
+				continue
+			}
+			out = append(out, kv)
+		}
+		kvs = out
+	}
+	if order != pb.RangeRequest_NONE {
+		sortKVs(kvs, r.SortTarget, order == pb.RangeRequest_DESCEND)
+	}
+	if r.Limit > 0 && int64(len(kvs)) > r.Limit {
+		kvs = kvs[:r.Limit]
+		res.More = true
+	} else if r.Limit > 0 && !filtered && int64(len(kvs)) < count {
+		res.More = true
+	}
+	res.Kvs = kvs
+	return res, nil
+}
+
+func sortKVs(kvs []*mvccpb.KeyValue, target pb.RangeRequest_SortTarget, desc bool) {
+	var less func(a, b *mvccpb.KeyValue) int
+	switch target {
+	case pb.RangeRequest_KEY:
+		less = func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) }
+	case pb.RangeRequest_VERSION:
+		less = func(a, b *mvccpb.KeyValue) int { return cmp64(a.Version, b.Version) }
+	case pb.RangeRequest_CREATE:
+		less = func(a, b *mvccpb.KeyValue) int { return cmp64(a.CreateRevision, b.CreateRevision) }
+	case pb.RangeRequest_MOD:
+		less = func(a, b *mvccpb.KeyValue) int { return cmp64(a.ModRevision, b.ModRevision) }
+	case pb.RangeRequest_VALUE:
+		less = func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Value, b.Value) }
+	}
+	sort.SliceStable(kvs, func(i, j int) bool {
+		if desc {
+			return less(kvs[j], kvs[i]) < 0
+		}
+		return less(kvs[i], kvs[j]) < 0
+	})
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pastKeys is the subquery of keys in kr that changed after revision at:
+// only those need resolving from the log; every other key's current row is
+// already its state at that revision. It scans the log from at onwards, which
+// for the revisions the apiserver pins (seconds old) is a handful of rows.
+func (s *Store) pastSQL(kr KeyRange, at int64, args []any) (string, []any) {
+	cond, args2 := s.q.where(s.d.NoIndex("key"), kr, nil)
+	sub := `SELECT l.key AS key, l.value AS value, l.create_rev AS create_rev, l.rev AS mod_rev, l.version AS version, l.lease AS lease
+		FROM (SELECT c.key AS k, (SELECT MAX(x.rev) FROM log x WHERE x.key = c.key AND x.rev <= ?) AS r
+		      FROM (SELECT DISTINCT key FROM log WHERE rev > ? AND ` + cond + `) c) t
+		JOIN log l ON l.key = t.k AND l.rev = t.r
+		WHERE l.deleted = 0`
+	args = append(args, at, at)
+	return sub, append(args, args2...)
+}
+
+func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64) (int64, error) {
+	cond, args := s.q.where("key", kr, nil)
+	var query string
+	if at >= rev {
+		query = `SELECT COUNT(*) FROM current WHERE ` + cond
+	} else {
+		args = append(args, at)
+		var past string
+		past, args = s.pastSQL(kr, at, args)
+		query = `SELECT (SELECT COUNT(*) FROM current WHERE ` + cond + ` AND mod_rev <= ?) + (SELECT COUNT(*) FROM (` + past + `) p)`
+	}
+	var n int64
+	err := q.QueryRowContext(ctx, s.d.Bind(query), args...).Scan(&n)
+	return n, err
+}
+
+func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool) ([]*mvccpb.KeyValue, error) {
+	cols := "key, value, create_rev, mod_rev, version, lease"
+	if keysOnly {
+		cols = "key, NULL, create_rev, mod_rev, version, lease"
+	}
+	cond, args := s.q.where("key", kr, nil)
+	var b strings.Builder
+	if at >= rev {
+		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " ORDER BY key")
+	} else {
+		args = append(args, at)
+		var past string
+		past, args = s.pastSQL(kr, at, args)
+		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " AND mod_rev <= ? UNION ALL SELECT " + cols + " FROM (" + past + ") p ORDER BY 1")
+	}
+	if limit > 0 {
+		b.WriteString(" LIMIT ?")
+		args = append(args, limit)
+	}
+	rows, err := q.QueryContext(ctx, s.d.Bind(b.String()), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var kvs []*mvccpb.KeyValue
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
+			return nil, err
+		}
+		kvs = append(kvs, kv)
+	}
+	return kvs, rows.Err()
+}

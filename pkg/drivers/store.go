@@ -1,0 +1,248 @@
+package drivers
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options tune a Store; zero values take the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// MaxBatch bounds how many requests share one commit.
+	MaxBatch int
+	// RingBytes bounds the in-memory event ring that serves watchers; older
+	// events are read back from the log table.
+	RingBytes int
+	// LeaseCheckInterval is how often lease deadlines are checked.
+	LeaseCheckInterval time.Duration
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Store is the revision log and the etcd semantics on top of it.
+type Store struct {
+	d      Dialect
+	opts   Options
+	log    *slog.Logger
+	wdb    *sql.DB // exactly one connection: the writer's
+	rdb    *sql.DB
+	q      queries
+	hub    *Hub
+	leases *leaseTable
+
+	memberID, clusterID uint64
+
+	// committed is the newest durable revision; compact the floor that
+	// Compact set. Both are written only by the writer goroutine.
+	committed atomic.Int64
+	compact   atomic.Int64
+
+	reqs      chan *writeReq
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// Open connects, migrates the schema and starts the writer.
+func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 512
+	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = 64 << 20
+	}
+	if opts.LeaseCheckInterval <= 0 {
+		opts.LeaseCheckInterval = 250 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	wdb, rdb, err := d.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		d: d, opts: opts, log: opts.Logger, wdb: wdb, rdb: rdb,
+		q:    newQueries(d),
+		reqs: make(chan *writeReq, 4096),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if err := s.migrate(ctx); err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, err
+	}
+	st, err := s.loadState(ctx)
+	if err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, err
+	}
+	s.committed.Store(st.rev)
+	s.compact.Store(st.compact)
+	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
+	s.hub = newHub(st.rev, opts.RingBytes)
+	s.leases = newLeaseTable(opts.Now)
+	for id, ttl := range st.leases {
+		// etcd gives every lease its full TTL again after a leader change;
+		// a restart is the same event here.
+		s.leases.add(id, ttl)
+	}
+	w := newWriter(s, st)
+	go w.run()
+	go s.expireLeases()
+	return s, nil
+}
+
+// Close finishes the requests already queued, then closes the database.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+		<-s.done
+		s.hub.close()
+	})
+	err := s.wdb.Close()
+	if e := s.rdb.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// MemberID and ClusterID are random, fixed when the database was created.
+func (s *Store) MemberID() uint64  { return s.memberID }
+func (s *Store) ClusterID() uint64 { return s.clusterID }
+
+// Rev is the newest committed revision.
+func (s *Store) Rev() int64 { return s.committed.Load() }
+
+// CompactRev is the floor set by Compact.
+func (s *Store) CompactRev() int64 { return s.compact.Load() }
+
+// Hub is where committed events are published for watchers.
+func (s *Store) Hub() *Hub { return s.hub }
+
+// DBSize reports the database size and the part of it in use.
+func (s *Store) DBSize(ctx context.Context) (total, inUse int64, err error) {
+	return s.d.Size(ctx, s.rdb)
+}
+
+func randomID() int64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
+}
+
+const schemaVersion = 1
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (name VARCHAR(64) NOT NULL PRIMARY KEY, value BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int64
+	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT value FROM meta WHERE name = 'schema'`)).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		have = 0
+	} else if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	steps := s.d.Migrations()
+	if have > int64(len(steps)) {
+		return fmt.Errorf("database schema version %d is newer than this quantykube understands (%d): refusing to start", have, len(steps))
+	}
+	if have == int64(len(steps)) {
+		return nil
+	}
+	for v := have; v < int64(len(steps)); v++ {
+		for _, stmt := range steps[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
+			}
+		}
+		s.log.Info("migrated schema", "dialect", s.d.Name(), "version", v+1)
+	}
+	if have == 0 {
+		// An empty store is at revision 1, as etcd's is.
+		for name, value := range map[string]int64{"rev": 1, "compact": 0, "member_id": randomID(), "cluster_id": randomID(), "last_unix_ms": 0} {
+			if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, value); err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`), int64(len(steps))); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`), int64(len(steps))); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return tx.Commit()
+}
+
+type persisted struct {
+	rev, compact, member, cluster, lastUnixMs int64
+	leases                                    map[int64]int64
+}
+
+func (s *Store) loadState(ctx context.Context) (persisted, error) {
+	st := persisted{leases: map[int64]int64{}}
+	rows, err := s.wdb.QueryContext(ctx, `SELECT name, value FROM meta`)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			rows.Close()
+			return st, err
+		}
+		switch name {
+		case "rev":
+			st.rev = v
+		case "compact":
+			st.compact = v
+		case "member_id":
+			st.member = v
+		case "cluster_id":
+			st.cluster = v
+		case "last_unix_ms":
+			st.lastUnixMs = v
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	rows, err = s.wdb.QueryContext(ctx, `SELECT id, ttl FROM leases`)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, ttl int64
+		if err := rows.Scan(&id, &ttl); err != nil {
+			return st, err
+		}
+		st.leases[id] = ttl
+	}
+	return st, rows.Err()
+}

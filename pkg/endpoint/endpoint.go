@@ -1,0 +1,152 @@
+// Package endpoint serves etcd's v3 gRPC API (KV, Watch, Lease,
+// Maintenance, Cluster, Auth) on top of a drivers.Store.
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/drivers"
+)
+
+// Version is the etcd server version reported by Status. kube-apiserver
+// enables consistent reads from its cache only from 3.5.13 on; QuantyKube
+// behaves as etcd 3.6 does.
+const Version = "3.6.0"
+
+// DefaultMaxRequestBytes is etcd's --max-request-bytes default, 1.5 MiB.
+const DefaultMaxRequestBytes = 3 * 1024 * 1024 / 2
+
+// Config configures the services.
+type Config struct {
+	Store           *drivers.Store
+	Logger          *slog.Logger
+	MaxRequestBytes int
+	// ClientURLs are advertised by MemberList.
+	ClientURLs []string
+	// ProgressNotifyInterval is how often a watcher created with
+	// progress_notify hears the current revision (etcd: 10 minutes).
+	ProgressNotifyInterval time.Duration
+	// Done, when closed, ends every watch stream so a graceful stop can
+	// finish.
+	Done <-chan struct{}
+}
+
+// Server implements the etcd services.
+type Server struct {
+	cfg   Config
+	store *drivers.Store
+	log   *slog.Logger
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.ProgressNotifyInterval <= 0 {
+		cfg.ProgressNotifyInterval = 10 * time.Minute
+	}
+	return &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger}
+}
+
+// Register adds every etcd service to g.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterKVServer(g, &kvServer{s: s})
+	pb.RegisterWatchServer(g, &watchServer{s: s})
+	pb.RegisterLeaseServer(g, &leaseServer{s: s})
+	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
+	pb.RegisterClusterServer(g, &clusterServer{s: s})
+	pb.RegisterAuthServer(g, &authServer{})
+}
+
+// GRPCOptions are the server options the etcd API needs: request size
+// limits as etcd sets them, and a keepalive policy that accepts
+// kube-apiserver's 30 s client pings.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		// etcd adds the same 512 KiB of headroom for gRPC framing; the
+		// exact limit is enforced by the interceptor with etcd's error.
+		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 512*1024),
+		grpc.MaxSendMsgSize(1<<31 - 1),
+		grpc.MaxConcurrentStreams(1<<32 - 1),
+		grpc.ChainUnaryInterceptor(s.sizeInterceptor),
+	}
+}
+
+func (s *Server) sizeInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok && proto.Size(m) > s.cfg.MaxRequestBytes {
+		return nil, rpctypes.ErrGRPCRequestTooLarge
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) header(rev int64) *pb.ResponseHeader {
+	return &pb.ResponseHeader{
+		ClusterId: s.store.ClusterID(),
+		MemberId:  s.store.MemberID(),
+		Revision:  rev,
+		RaftTerm:  1,
+	}
+}
+
+// toGRPC maps the store's errors to etcd's exact gRPC errors, which clients
+// (kube-apiserver among them) match by text.
+func toGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, drivers.ErrCompacted):
+		return rpctypes.ErrGRPCCompacted
+	case errors.Is(err, drivers.ErrFutureRev):
+		return rpctypes.ErrGRPCFutureRev
+	case errors.Is(err, drivers.ErrKeyNotFound):
+		return rpctypes.ErrGRPCKeyNotFound
+	case errors.Is(err, drivers.ErrValueProvided):
+		return rpctypes.ErrGRPCValueProvided
+	case errors.Is(err, drivers.ErrLeaseProvided):
+		return rpctypes.ErrGRPCLeaseProvided
+	case errors.Is(err, drivers.ErrLeaseNotFound):
+		return rpctypes.ErrGRPCLeaseNotFound
+	case errors.Is(err, drivers.ErrLeaseExists):
+		return rpctypes.ErrGRPCLeaseExist
+	case errors.Is(err, drivers.ErrLeaseTTLTooBig):
+		return rpctypes.ErrGRPCLeaseTTLTooLarge
+	case errors.Is(err, drivers.ErrDuplicateKey):
+		return rpctypes.ErrGRPCDuplicateKey
+	case errors.Is(err, drivers.ErrTooManyOps):
+		return rpctypes.ErrGRPCTooManyOps
+	case errors.Is(err, drivers.ErrEmptyKey):
+		return rpctypes.ErrGRPCEmptyKey
+	case errors.Is(err, drivers.ErrInvalidSort):
+		return rpctypes.ErrGRPCInvalidSortOption
+	case errors.Is(err, drivers.ErrClosed):
+		return rpctypes.ErrGRPCStopped
+	case errors.Is(err, context.Canceled):
+		return rpctypes.ErrGRPCCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return rpctypes.ErrGRPCTimeout
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("quantykube: database: %v", err))
+}
+
+func unimplemented(what, why string) error {
+	return status.Errorf(codes.Unimplemented, "quantykube: %s is not supported: %s", what, why)
+}

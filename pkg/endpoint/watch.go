@@ -1,0 +1,296 @@
+package endpoint
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/drivers"
+)
+
+type watchServer struct {
+	pb.UnimplementedWatchServer
+	s *Server
+}
+
+// Bounds on one catch-up step, so a watcher far behind is served in
+// pieces with bounded memory and never holds up the stream's control
+// messages for long.
+const (
+	catchUpRevisions = 2000
+	maxEventsPerResp = 1000
+)
+
+// watcher is one watch on a stream. next is the first revision it has not
+// been sent; it is synced when next is past the hub's revision.
+type watcher struct {
+	id       int64
+	kr       drivers.KeyRange
+	next     int64
+	prevKV   bool
+	progress bool
+	fragment bool
+	noPut    bool
+	noDelete bool
+}
+
+// watchStream serves one Watch RPC. A single goroutine sends everything,
+// so created, event, progress and cancel responses go out in the order
+// that gives etcd's guarantees: a progress response at R follows every
+// event <= R of every watcher on the stream.
+type watchStream struct {
+	s        *Server
+	stream   pb.Watch_WatchServer
+	ctrl     chan *pb.WatchRequest
+	watchers map[int64]*watcher
+	nextID   int64
+	// progressPending is a WatchProgressRequest waiting for every watcher
+	// to be synced.
+	progressPending bool
+}
+
+func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
+	st := &watchStream{s: ws.s, stream: stream, ctrl: make(chan *pb.WatchRequest, 128), watchers: map[int64]*watcher{}}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case st.ctrl <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return st.run(ctx, recvErr)
+}
+
+func (st *watchStream) run(ctx context.Context, recvErr <-chan error) error {
+	hub := st.s.store.Hub()
+	tick := time.NewTicker(st.s.cfg.ProgressNotifyInterval)
+	defer tick.Stop()
+	for {
+		rev, wake, closed := hub.State()
+		if closed {
+			return rpctypes.ErrGRPCStopped
+		}
+		behind, err := st.deliver(ctx, rev)
+		if err != nil {
+			return err
+		}
+		if !behind && st.progressPending {
+			st.progressPending = false
+			if len(st.watchers) > 0 {
+				// etcd answers a stream-wide progress request with watch ID -1,
+				// which clients broadcast to every watcher on the stream.
+				if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: -1}); err != nil {
+					return err
+				}
+			}
+		}
+		if behind {
+			// Keep catching up, but let control messages in between steps.
+			select {
+			case req := <-st.ctrl:
+				if err := st.handle(req, rev); err != nil {
+					return err
+				}
+			default:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-st.s.cfg.Done:
+			return rpctypes.ErrGRPCStopped
+		case err := <-recvErr:
+			return err
+		case req := <-st.ctrl:
+			if err := st.handle(req, rev); err != nil {
+				return err
+			}
+		case <-wake:
+		case <-tick.C:
+			for _, w := range st.sorted() {
+				if w.progress && w.next > rev {
+					if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+}
+
+func (st *watchStream) sorted() []*watcher {
+	ws := make([]*watcher, 0, len(st.watchers))
+	for _, w := range st.watchers {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].id < ws[j].id })
+	return ws
+}
+
+func (st *watchStream) send(r *pb.WatchResponse) error {
+	return st.stream.Send(r)
+}
+
+func (st *watchStream) handle(req *pb.WatchRequest, rev int64) error {
+	switch v := req.RequestUnion.(type) {
+	case *pb.WatchRequest_CreateRequest:
+		return st.create(v.CreateRequest, rev)
+	case *pb.WatchRequest_CancelRequest:
+		id := v.CancelRequest.WatchId
+		if _, ok := st.watchers[id]; !ok {
+			return nil
+		}
+		delete(st.watchers, id)
+		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true})
+	case *pb.WatchRequest_ProgressRequest:
+		st.progressPending = true
+	}
+	return nil
+}
+
+func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
+	if cr == nil {
+		return nil
+	}
+	key := cr.Key
+	if len(key) == 0 {
+		key = []byte{0} // the smallest key, as etcd reads an empty one
+	}
+	w := &watcher{
+		kr:       drivers.NewKeyRange(key, cr.RangeEnd),
+		next:     cr.StartRevision,
+		prevKV:   cr.PrevKv,
+		progress: cr.ProgressNotify,
+		fragment: cr.Fragment,
+	}
+	for _, f := range cr.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			w.noPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			w.noDelete = true
+		}
+	}
+	if w.next <= 0 {
+		w.next = rev + 1
+	}
+	id := cr.WatchId
+	if id == 0 { // clientv3.AutoWatchID
+		for st.watchers[st.nextID] != nil {
+			st.nextID++
+		}
+		id = st.nextID
+		st.nextID++
+	} else if st.watchers[id] != nil {
+		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true, Canceled: true,
+			CancelReason: "mvcc: duplicate watch ID provided on the WatchStream"})
+	}
+	w.id = id
+	if w.kr.Empty() {
+		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true, Canceled: true,
+			CancelReason: "mvcc: watcher range is empty"})
+	}
+	if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true}); err != nil {
+		return err
+	}
+	if floor := st.s.store.CompactRev(); cr.StartRevision > 0 && cr.StartRevision < floor {
+		// The history it asks for is below the floor the etcd API shows.
+		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true, CompactRevision: floor})
+	}
+	st.watchers[id] = w
+	return nil
+}
+
+// deliver sends each watcher one step of the events it has not seen, up to
+// rev. It reports whether any watcher is still behind.
+func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
+	behind := false
+	for _, w := range st.sorted() {
+		if w.next > rev {
+			continue
+		}
+		to := min(rev, w.next+catchUpRevisions-1)
+		evs, err := st.s.store.Events(ctx, w.next, to, w.kr)
+		if err != nil {
+			return false, toGRPC(err)
+		}
+		if err := st.sendEvents(w, evs, to); err != nil {
+			return false, err
+		}
+		w.next = to + 1
+		if w.next <= rev {
+			behind = true
+		}
+	}
+	return behind, nil
+}
+
+func (st *watchStream) sendEvents(w *watcher, evs []*drivers.Event, upto int64) error {
+	out := make([]*mvccpb.Event, 0, len(evs))
+	for _, e := range evs {
+		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
+			continue
+		}
+		me := &mvccpb.Event{Type: e.Type, Kv: e.Kv}
+		if w.prevKV {
+			me.PrevKv = e.PrevKv
+		}
+		out = append(out, me)
+	}
+	for len(out) > 0 {
+		n := min(len(out), maxEventsPerResp)
+		// Never split one revision across responses: clients treat a
+		// response as a unit of progress.
+		for n < len(out) && out[n].Kv.ModRevision == out[n-1].Kv.ModRevision {
+			n++
+		}
+		hdr := upto
+		if n < len(out) {
+			hdr = out[n-1].Kv.ModRevision
+		}
+		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(hdr), WatchId: w.id, Events: out[:n]}); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// sendFragmented splits a response larger than the request limit into
+// fragments when the watcher asked for that, as etcd does.
+func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
+	limit := st.s.cfg.MaxRequestBytes
+	if !w.fragment || len(r.Events) < 2 || proto.Size(r) <= limit {
+		return st.send(r)
+	}
+	evs := r.Events
+	for len(evs) > 0 {
+		n, size := 0, 0
+		for n < len(evs) && (n == 0 || size+proto.Size(evs[n]) <= limit) {
+			size += proto.Size(evs[n])
+			n++
+		}
+		frag := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[:n], Fragment: n < len(evs)}
+		if err := st.send(frag); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
