@@ -88,10 +88,7 @@ func (s *Store) LeaseTimeToLive(ctx context.Context, id int64, keys bool) (*Leas
 	l, ok := t.m[id]
 	var info LeaseInfo
 	if ok {
-		remaining := time.Until(l.deadline)
-		if s.opts.Now != nil {
-			remaining = l.deadline.Sub(t.now())
-		}
+		remaining := l.deadline.Sub(t.now())
 		info = LeaseInfo{ID: id, GrantedTTL: l.ttl, TTL: max(0, int64(math.Ceil(remaining.Seconds())))}
 	}
 	t.mu.Unlock()

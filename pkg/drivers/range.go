@@ -101,22 +101,34 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		limit = 0 // sort and filter need every row; truncate afterwards
 	}
 
-	count, err := s.count(ctx, q, kr, at, rev)
-	if err != nil {
-		return nil, err
+	// keys_only still sorts by the values it does not return.
+	sortByValue := order != pb.RangeRequest_NONE && r.SortTarget == pb.RangeRequest_VALUE
+	keysOnly := r.KeysOnly && !sortByValue
+	var kvs []*mvccpb.KeyValue
+	if r.CountOnly || limit > 0 {
+		// Count is the whole range, however few rows the limit lets through.
+		count, err := s.count(ctx, q, kr, at, rev)
+		if err != nil {
+			return nil, err
+		}
+		res.Count = count
+		if r.CountOnly || count == 0 {
+			return res, nil
+		}
+		if limit >= count {
+			limit = 0
+		}
+		if kvs, err = s.fetch(ctx, q, kr, at, rev, limit, keysOnly); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if kvs, err = s.fetch(ctx, q, kr, at, rev, 0, keysOnly); err != nil {
+			return nil, err
+		}
+		res.Count = int64(len(kvs))
 	}
-	res.Count = count
-	if r.CountOnly || count == 0 {
-		return res, nil
-	}
-	fetch := limit
-	if fetch > 0 && fetch >= count {
-		fetch = 0
-	}
-	kvs, err := s.fetch(ctx, q, kr, at, rev, fetch, r.KeysOnly)
-	if err != nil {
-		return nil, err
-	}
+	count := res.Count
 	if filtered {
 		out := kvs[:0]
 		for _, kv := range kvs {
@@ -132,6 +144,11 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 	}
 	if order != pb.RangeRequest_NONE {
 		sortKVs(kvs, r.SortTarget, order == pb.RangeRequest_DESCEND)
+	}
+	if r.KeysOnly && sortByValue {
+		for _, kv := range kvs {
+			kv.Value = nil
+		}
 	}
 	if r.Limit > 0 && int64(len(kvs)) > r.Limit {
 		kvs = kvs[:r.Limit]

@@ -148,7 +148,6 @@ func randomID() int64 {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
 }
 
-const schemaVersion = 1
 
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)

@@ -84,13 +84,13 @@ type writer struct {
 	lastUnixMs int64
 
 	// batch state
-	ctx     context.Context
-	tx      *sql.Tx
-	unixMs  int64
-	cache   map[string]*row // current rows touched in this batch; nil = absent
-	events  []*Event
-	granted map[int64]int64
-	revoked map[int64]bool
+	ctx       context.Context
+	tx        *sql.Tx
+	unixMs    int64
+	cache     map[string]*row // current rows touched in this batch; nil = absent
+	events    []*Event
+	granted   map[int64]int64
+	revoked   map[int64]bool
 	compactTo int64
 }
 

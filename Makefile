@@ -1,0 +1,35 @@
+# QuantyKube. `make run` serves on 127.0.0.1:2379 from ./db/state.db;
+# `make test` runs the default test suite. Heavy suites have their own targets.
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+LISTEN      ?= 127.0.0.1:2379
+ENDPOINT    ?= sqlite://./db/state.db
+
+.PHONY: build run test lint conformance e2e crash ci
+
+build:
+	$(GO) build -o bin/quantykube ./cmd/quantykube
+
+run: build
+	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
+
+# Unit and integration tests through the real etcd client, and the
+# kill -9 crash test.
+test: lint
+	$(GO) test -count=1 -timeout 15m ./...
+
+lint:
+	@test -z "$$(gofmt -l cmd pkg test)" || { echo "gofmt needed:"; gofmt -l cmd pkg test; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
+# against QuantyKube, unpatched.
+conformance:
+	bash scripts/conformance.sh
+
+# kube-apiserver v1.37.2 on QuantyKube, driven by kubectl.
+e2e:
+	bash scripts/e2e.sh
+
+ci: test conformance e2e
