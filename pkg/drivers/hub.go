@@ -105,7 +105,10 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
 		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
 		WHERE l.rev >= ? AND l.rev <= ? AND ` + cond + ` ORDER BY l.rev, l.sub`
-	rows, err := s.rdb.QueryContext(ctx, s.d.Bind(q), args...)
+	if err := s.rstmts.warm(ctx, q); err != nil {
+		return nil, err
+	}
+	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}

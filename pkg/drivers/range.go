@@ -45,17 +45,40 @@ type RangeResult struct {
 
 // Range reads the latest state or a past revision, exactly as etcd does.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
-	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err := s.warmRange(ctx, r); err != nil {
+		return nil, err
+	}
+	sqltx, err := s.rdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
+	defer sqltx.Rollback()
+	tx := cachedTx{tx: sqltx, c: s.rstmts}
 	// The header revision is read in the same snapshot as the data.
 	var rev, compact int64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact')`).Scan(&rev, &compact); err != nil {
+	if err := tx.QueryRowContext(ctx, metaSQL).Scan(&rev, &compact); err != nil {
 		return nil, err
 	}
 	return s.rangeIn(ctx, tx, r, rev, compact)
+}
+
+const metaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact')`
+
+// warmRange prepares, before the read transaction takes a connection, every
+// statement the range may run.
+func (s *Store) warmRange(ctx context.Context, r *pb.RangeRequest) error {
+	kr := NewKeyRange(r.Key, r.RangeEnd)
+	if len(r.Key) == 0 || kr.Empty() {
+		return nil
+	}
+	qs := []string{metaSQL}
+	for _, past := range []bool{false, true} {
+		qs = append(qs, s.countSQL(kr, past))
+		for _, limited := range []bool{false, true} {
+			qs = append(qs, s.fetchSQL(kr, past, limited, r.KeysOnly), s.fetchSQL(kr, past, limited, false))
+		}
+	}
+	return s.rstmts.warm(ctx, qs...)
 }
 
 func validSort(r *pb.RangeRequest) bool {
@@ -207,42 +230,57 @@ func (s *Store) pastSQL(kr KeyRange, at int64, args []any) (string, []any) {
 	return sub, append(args, args2...)
 }
 
-func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64) (int64, error) {
-	cond, args := s.q.where("key", kr, nil)
-	var query string
-	if at >= rev {
-		query = `SELECT COUNT(*) FROM current WHERE ` + cond
-	} else {
-		args = append(args, at)
-		var past string
-		past, args = s.pastSQL(kr, at, args)
-		query = `SELECT (SELECT COUNT(*) FROM current WHERE ` + cond + ` AND mod_rev <= ?) + (SELECT COUNT(*) FROM (` + past + `) p)`
+func (s *Store) countSQL(kr KeyRange, past bool) string {
+	cond, _ := s.q.where("key", kr, nil)
+	if !past {
+		return `SELECT COUNT(*) FROM current WHERE ` + cond
 	}
+	sub, _ := s.pastSQL(kr, 0, nil)
+	return `SELECT (SELECT COUNT(*) FROM current WHERE ` + cond + ` AND mod_rev <= ?) + (SELECT COUNT(*) FROM (` + sub + `) p)`
+}
+
+func (s *Store) rangeArgs(kr KeyRange, at int64, past bool) []any {
+	_, args := s.q.where("key", kr, nil)
+	if past {
+		args = append(args, at)
+		_, args = s.pastSQL(kr, at, args)
+	}
+	return args
+}
+
+func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64) (int64, error) {
+	past := at < rev
 	var n int64
-	err := q.QueryRowContext(ctx, s.d.Bind(query), args...).Scan(&n)
+	err := q.QueryRowContext(ctx, s.countSQL(kr, past), s.rangeArgs(kr, at, past)...).Scan(&n)
 	return n, err
 }
 
-func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool) ([]*mvccpb.KeyValue, error) {
+func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
 	cols := "key, value, create_rev, mod_rev, version, lease"
 	if keysOnly {
 		cols = "key, NULL, create_rev, mod_rev, version, lease"
 	}
-	cond, args := s.q.where("key", kr, nil)
+	cond, _ := s.q.where("key", kr, nil)
 	var b strings.Builder
-	if at >= rev {
+	if !past {
 		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " ORDER BY key")
 	} else {
-		args = append(args, at)
-		var past string
-		past, args = s.pastSQL(kr, at, args)
-		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " AND mod_rev <= ? UNION ALL SELECT " + cols + " FROM (" + past + ") p ORDER BY 1")
+		sub, _ := s.pastSQL(kr, 0, nil)
+		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " AND mod_rev <= ? UNION ALL SELECT " + cols + " FROM (" + sub + ") p ORDER BY 1")
 	}
-	if limit > 0 {
+	if limited {
 		b.WriteString(" LIMIT ?")
+	}
+	return b.String()
+}
+
+func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool) ([]*mvccpb.KeyValue, error) {
+	past := at < rev
+	args := s.rangeArgs(kr, at, past)
+	if limit > 0 {
 		args = append(args, limit)
 	}
-	rows, err := q.QueryContext(ctx, s.d.Bind(b.String()), args...)
+	rows, err := q.QueryContext(ctx, s.fetchSQL(kr, past, limit > 0, keysOnly), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,8 @@ type Store struct {
 	wdb    *sql.DB // exactly one connection: the writer's
 	rdb    *sql.DB
 	q      queries
+	wstmts *stmtCache
+	rstmts *stmtCache
 	hub    *Hub
 	leases *leaseTable
 
@@ -75,10 +77,12 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		d: d, opts: opts, log: opts.Logger, wdb: wdb, rdb: rdb,
-		q:    newQueries(d),
-		reqs: make(chan *writeReq, 4096),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		q:      newQueries(d),
+		wstmts: newStmtCache(wdb, d),
+		rstmts: newStmtCache(rdb, d),
+		reqs:   make(chan *writeReq, 4096),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
 		wdb.Close()
@@ -114,6 +118,8 @@ func (s *Store) Close() error {
 		close(s.stop)
 		<-s.done
 		s.hub.close()
+		s.wstmts.close()
+		s.rstmts.close()
 	})
 	err := s.wdb.Close()
 	if e := s.rdb.Close(); err == nil {
@@ -147,7 +153,6 @@ func randomID() int64 {
 	}
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
 }
-
 
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)

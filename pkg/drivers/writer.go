@@ -85,7 +85,7 @@ type writer struct {
 
 	// batch state
 	ctx       context.Context
-	tx        *sql.Tx
+	tx        cachedTx
 	unixMs    int64
 	cache     map[string]*row // current rows touched in this batch; nil = absent
 	events    []*Event
@@ -164,10 +164,11 @@ func (w *writer) process(batch []*writeReq) {
 
 func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 	ctx := context.Background()
-	tx, err := w.s.wdb.BeginTx(ctx, nil)
+	sqltx, err := w.s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	tx := cachedTx{tx: sqltx, c: w.s.wstmts, local: map[string]*sql.Stmt{}}
 	startRev, startCompact := w.rev, w.compact
 	w.ctx, w.tx = ctx, tx
 	w.cache = make(map[string]*row)
@@ -182,9 +183,9 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 
 	results := make([]writeResult, len(batch))
 	fail := func(err error) ([]writeResult, error) {
-		tx.Rollback()
+		sqltx.Rollback()
 		w.rev, w.compact = startRev, startCompact
-		w.tx = nil
+		w.tx = cachedTx{}
 		return nil, err
 	}
 	for i, r := range batch {
@@ -196,22 +197,22 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		results[i] = res
 	}
 	if w.rev != startRev {
-		if _, err := tx.ExecContext(ctx, w.s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'rev'`), w.rev); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'rev'`, w.rev); err != nil {
 			return fail(err)
 		}
-		if _, err := tx.ExecContext(ctx, w.s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`), w.unixMs); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`, w.unixMs); err != nil {
 			return fail(err)
 		}
 	}
 	if w.compactTo != startCompact {
-		if _, err := tx.ExecContext(ctx, w.s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'compact'`), w.compactTo); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'compact'`, w.compactTo); err != nil {
 			return fail(err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqltx.Commit(); err != nil {
 		return fail(err)
 	}
-	w.tx = nil
+	w.tx = cachedTx{}
 	if w.rev != startRev {
 		w.lastUnixMs = w.unixMs
 	}
@@ -285,7 +286,7 @@ func (w *writer) get(key []byte) (*row, error) {
 		return r, nil
 	}
 	kv := &mvccpb.KeyValue{Key: key}
-	err := w.tx.QueryRowContext(w.ctx, w.s.d.Bind(`SELECT value, create_rev, mod_rev, version, lease FROM current WHERE key = ?`), key).
+	err := w.tx.QueryRowContext(w.ctx, `SELECT value, create_rev, mod_rev, version, lease FROM current WHERE key = ?`, key).
 		Scan(&kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		w.cache[string(key)] = nil
@@ -326,12 +327,12 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 	if kv.Value == nil {
 		kv.Value = []byte{}
 	}
-	if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`),
+	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`,
 		c.rev, c.sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, w.unixMs); err != nil {
 		return nil, dbErr(err)
 	}
-	if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`),
+	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`,
 		kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
 		return nil, dbErr(err)
 	}
@@ -348,11 +349,11 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 // deleteKeys removes the given current rows in revision c.
 func (w *writer) deleteKeys(c *change, prevs []*row) error {
 	for _, prev := range prevs {
-		if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`),
+		if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`,
 			c.rev, c.sub, prev.Key, w.unixMs); err != nil {
 			return dbErr(err)
 		}
-		if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`DELETE FROM current WHERE key = ?`), prev.Key); err != nil {
+		if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM current WHERE key = ?`, prev.Key); err != nil {
 			return dbErr(err)
 		}
 		c.sub++
@@ -363,7 +364,7 @@ func (w *writer) deleteKeys(c *change, prevs []*row) error {
 }
 
 func (w *writer) scanRows(query string, args ...any) ([]*row, error) {
-	rows, err := w.tx.QueryContext(w.ctx, w.s.d.Bind(query), args...)
+	rows, err := w.tx.QueryContext(w.ctx, query, args...)
 	if err != nil {
 		return nil, dbErr(err)
 	}
@@ -426,7 +427,7 @@ func (w *writer) leaseExists(id int64) (bool, error) {
 		return false, nil
 	}
 	var one int
-	err := w.tx.QueryRowContext(w.ctx, w.s.d.Bind(`SELECT 1 FROM leases WHERE id = ?`), id).Scan(&one)
+	err := w.tx.QueryRowContext(w.ctx, `SELECT 1 FROM leases WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -454,7 +455,7 @@ func (w *writer) grant(id, ttl int64) (writeResult, error) {
 	} else if ok {
 		return writeResult{err: ErrLeaseExists}, nil
 	}
-	if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`INSERT INTO leases (id, ttl) VALUES (?, ?)`), id, ttl); err != nil {
+	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO leases (id, ttl) VALUES (?, ?)`, id, ttl); err != nil {
 		return writeResult{}, err
 	}
 	w.granted[id] = ttl
@@ -490,7 +491,7 @@ func (w *writer) revoke(id int64) (writeResult, error) {
 	if c.touched() {
 		w.rev = c.rev
 	}
-	if _, err := w.tx.ExecContext(w.ctx, w.s.d.Bind(`DELETE FROM leases WHERE id = ?`), id); err != nil {
+	if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM leases WHERE id = ?`, id); err != nil {
 		return writeResult{}, err
 	}
 	delete(w.granted, id)

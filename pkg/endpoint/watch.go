@@ -243,12 +243,16 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 
 func (st *watchStream) sendEvents(w *watcher, evs []*drivers.Event, upto int64) error {
 	out := make([]*mvccpb.Event, 0, len(evs))
+	floor := st.s.store.CompactRev()
 	for _, e := range evs {
 		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
 			continue
 		}
 		me := &mvccpb.Event{Type: e.Type, Kv: e.Kv}
-		if w.prevKV {
+		// etcd reads prev_kv at send time at revision-1, which fails below
+		// the compact floor: such an event goes out without it, and
+		// kube-apiserver relies on noticing that.
+		if w.prevKV && e.Rev()-1 >= floor {
 			me.PrevKv = e.PrevKv
 		}
 		out = append(out, me)
