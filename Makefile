@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance e2e crash ci
+.PHONY: build run test lint conformance e2e crash ci bench
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -33,3 +33,10 @@ e2e:
 	bash scripts/e2e.sh
 
 ci: test conformance e2e
+
+# Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
+# Postgres), peers built once into .cache/bench. BENCH_FLAGS adds harness
+# flags, e.g. BENCH_FLAGS="-rounds 1 -clients 64". See docs/BENCHMARKS.md.
+BENCH_FLAGS ?= -list100k
+bench:
+	bash scripts/bench.sh $(BENCH_FLAGS)

@@ -1,0 +1,294 @@
+// Command bench measures QuantyKube against its peers (kine, etcd) with
+// kube-apiserver's request shapes through go.etcd.io/etcd/client/v3.
+//
+// Each server runs as its own process on a free loopback port with a fresh
+// data directory (or a fresh Postgres database), one after another in the
+// same run; each figure is the better of -rounds rounds (correctness counts
+// are the worse). `make bench` (scripts/bench.sh) builds the peers and runs
+// this; docs/BENCHMARKS.md explains the table.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve-profiled" {
+		if err := serveProfiled(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "serve-profiled:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func run() error {
+	qkBin := flag.String("quantykube", "", "quantykube binary (empty: skip QuantyKube)")
+	kineBin := flag.String("kine", "", "kine binary (empty: skip kine)")
+	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
+	only := flag.String("targets", "", "comma-separated target names to run (default: all available)")
+	pgBin := flag.String("pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries; empty: no Postgres targets")
+	clientsFlag := flag.String("clients", "1,16,64", "client counts")
+	keys := flag.Int("keys", 5000, "keys per write phase")
+	valueSize := flag.Int("value-size", 1024, "value bytes")
+	phaseTime := flag.Duration("phase-time", 15*time.Second, "upper bound on each timed phase")
+	listOps := flag.Int("list-ops", 200, "list requests per list phase (at most)")
+	list100k := flag.Bool("list100k", false, "also list 10,000 of 100,000 keys (fills 100,000 keys per round: minutes on kine)")
+	rounds := flag.Int("rounds", 2, "rounds per target; each figure is the best")
+	profileDir := flag.String("profile", "", "after the table, run the workload once more against QuantyKube (SQLite) served by this binary and write a CPU profile per phase into this directory")
+	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
+	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
+	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
+	flag.Parse()
+
+	// The servers run in their data directories: make the paths absolute.
+	for _, b := range []*string{qkBin, kineBin, etcdBin} {
+		if *b != "" {
+			abs, err := filepath.Abs(*b)
+			if err != nil {
+				return err
+			}
+			*b = abs
+		}
+	}
+	clients, err := parseInts(*clientsFlag)
+	if err != nil {
+		return err
+	}
+	cfg := config{clients: clients, keys: *keys, valueSize: *valueSize, phaseTime: *phaseTime, listOps: *listOps,
+		list100k: *list100k, bigKeys: 100_000, bigLimit: 10_000, reqTimeout: 30 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(*work, 0o755); err != nil {
+		return err
+	}
+	workDir, err := filepath.Abs(*work)
+	if err != nil {
+		return err
+	}
+
+	if *growth {
+		if *qkBin == "" {
+			return fmt.Errorf("-growth needs -quantykube")
+		}
+		checkpoints, err := parseInts(*growthRevs)
+		if err != nil {
+			return err
+		}
+		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints)
+	}
+
+	var pg *pgCluster
+	wantPG := *pgBin != "" && (*qkBin != "" || *kineBin != "")
+	if wantPG {
+		if _, err := os.Stat(filepath.Join(*pgBin, "initdb")); err != nil {
+			logf("no Postgres at %s: Postgres targets skipped", *pgBin)
+			wantPG = false
+		}
+	}
+	if wantPG && *only != "" && !strings.Contains(*only, "postgres") {
+		wantPG = false
+	}
+	if wantPG {
+		logf("starting a throwaway PostgreSQL cluster")
+		pg, err = startPostgres(ctx, *pgBin)
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		defer pg.stop()
+	}
+
+	var targets []target
+	if *qkBin != "" {
+		targets = append(targets, quantykubeTarget(*qkBin, nil))
+	}
+	if *kineBin != "" {
+		targets = append(targets, kineTarget(*kineBin, nil))
+	}
+	if *etcdBin != "" {
+		targets = append(targets, etcdTarget(*etcdBin))
+	}
+	if pg != nil {
+		if *qkBin != "" {
+			targets = append(targets, quantykubeTarget(*qkBin, pg))
+		}
+		if *kineBin != "" {
+			targets = append(targets, kineTarget(*kineBin, pg))
+		}
+	}
+	if *only != "" {
+		want := map[string]bool{}
+		for _, n := range strings.Split(*only, ",") {
+			want[strings.TrimSpace(n)] = true
+		}
+		var keep []target
+		for _, t := range targets {
+			if want[t.name] {
+				keep = append(keep, t)
+			}
+		}
+		targets = keep
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no targets: pass -quantykube, -kine and/or -etcd")
+	}
+
+	started := time.Now()
+	var results []*targetResult
+	for _, t := range targets {
+		tr := &targetResult{t: t}
+		for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
+			logf("%s: round %d of %d", t.name, r, *rounds)
+			rr := runRound(ctx, t, workDir, pg, r, cfg)
+			if rr.err != nil {
+				logf("%s: round %d: %v", t.name, r, rr.err)
+			}
+			tr.rounds = append(tr.rounds, rr)
+		}
+		results = append(results, tr)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	printReport(os.Stdout, results, cfg, time.Since(started))
+
+	if *profileDir != "" && *qkBin != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return err
+		}
+		dir, _ := filepath.Abs(*profileDir)
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		t := profiledTarget(self, port, dir)
+		logf("%s: one round, CPU profile per phase into %s", t.name, dir)
+		rr := runRound(ctx, t, workDir, nil, 1, cfg)
+		if rr.err != nil {
+			return rr.err
+		}
+		tr := &targetResult{t: t, rounds: []*roundResult{rr}}
+		fmt.Println()
+		fmt.Println("Profiled run (same pkg/server code in the harness binary; not part of the comparison):")
+		printReport(os.Stdout, []*targetResult{tr}, cfg, 0)
+	}
+	return nil
+}
+
+// runRound starts the target on fresh data, runs the workload, records the
+// server's memory, and stops it.
+func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, round int, cfg config) *roundResult {
+	safe := strings.NewReplacer("/", "-", " ", "", "(", "", ")", "").Replace(t.name)
+	dir := filepath.Join(workDir, fmt.Sprintf("%s-r%d", safe, round))
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &roundResult{err: err}
+	}
+	defer os.RemoveAll(dir)
+	db := ""
+	if t.engine == "postgres" {
+		db = fmt.Sprintf("bench_%s_r%d_%d", strings.ReplaceAll(strings.Split(t.name, "/")[0], "-", "_"), round, time.Now().Unix())
+		if err := pg.createDB(ctx, db); err != nil {
+			return &roundResult{err: err}
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return &roundResult{err: err}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd, err := t.start(sctx, dir, db, port)
+	if err != nil {
+		return &roundResult{err: err}
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stopServer := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitReady(ctx, endpoint, cmd, exited); err != nil {
+		stopServer()
+		return &roundResult{err: fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "server.log")))}
+	}
+	var hooks phaseHooks
+	if t.profiled {
+		hooks.start = func(name string) {
+			if err := profileControl(t.control, "/start?name="+name); err != nil {
+				logf("profile start %s: %v", name, err)
+			}
+		}
+		hooks.stop = func(string) {
+			if err := profileControl(t.control, "/stop"); err != nil {
+				logf("profile stop: %v", err)
+			}
+		}
+	}
+	rr, err := runWorkload(ctx, endpoint, cfg, hooks)
+	if rr == nil {
+		rr = &roundResult{}
+	}
+	rr.err = err
+	if m, err := readMemory(cmd.Process.Pid); err == nil {
+		rr.mem = m
+	}
+	if t.engine == "postgres" {
+		rr.dbBytes = pg.dbSize(ctx, db)
+	} else if n := dirSize(dir); n > 0 {
+		rr.dbBytes = n
+	}
+	stopServer()
+	return rr
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type targetResult struct {
+	t      target
+	rounds []*roundResult
+}
+
+// best is one client level, the better figure of the rounds for speed and
+// the worse for correctness.
+type best struct {
+	ok                                      bool
+	create, createP99, update, updateP99    float64 // ops/s, seconds
+	get, getP99, list, listP99, big, bigP99 float64
+	watchP50, watchP99                      float64
+	watchN                                  int
+	lost, missed, conflicts, bad            int
+	errs                                    int
+	notes                                   []string
+}
+
+func better(cur, v float64, higher bool) float64 {
+	switch {
+	case v == 0:
+		return cur
+	case cur == 0:
+		return v
+	case higher:
+		return max(cur, v)
+	default:
+		return min(cur, v)
+	}
+}
+
+func (tr *targetResult) level(c int) best {
+	var b best
+	for _, rr := range tr.rounds {
+		for _, l := range rr.levels {
+			if l.clients != c {
+				continue
+			}
+			b.ok = true
+			b.create = better(b.create, l.create.rate(), true)
+			b.createP99 = better(b.createP99, l.create.p99().Seconds(), false)
+			b.update = better(b.update, l.update.rate(), true)
+			b.updateP99 = better(b.updateP99, l.update.p99().Seconds(), false)
+			b.get = better(b.get, l.get.rate(), true)
+			b.getP99 = better(b.getP99, l.get.p99().Seconds(), false)
+			b.list = better(b.list, l.list.rate(), true)
+			b.listP99 = better(b.listP99, l.list.p99().Seconds(), false)
+			b.big = better(b.big, l.big.rate(), true)
+			b.bigP99 = better(b.bigP99, l.big.p99().Seconds(), false)
+			b.watchP50 = better(b.watchP50, pct(l.watch, 0.5).Seconds(), false)
+			b.watchP99 = better(b.watchP99, pct(l.watch, 0.99).Seconds(), false)
+			b.watchN = max(b.watchN, len(l.watch))
+			b.lost = max(b.lost, l.lost)
+			b.missed = max(b.missed, l.missed)
+			b.conflicts = max(b.conflicts, l.conflicts)
+			b.bad = max(b.bad, l.badRes)
+			b.errs = max(b.errs, l.create.errs+l.update.errs+l.get.errs+l.list.errs+l.big.errs)
+			b.notes = append(b.notes, l.notes...)
+		}
+	}
+	return b
+}
+
+func (tr *targetResult) memory() (hwm, rss int64) {
+	for _, rr := range tr.rounds {
+		if rr.err != nil || rr.mem.hwm == 0 {
+			continue
+		}
+		if hwm == 0 || rr.mem.hwm < hwm {
+			hwm = rr.mem.hwm
+		}
+		if rss == 0 || rr.mem.rss < rss {
+			rss = rr.mem.rss
+		}
+	}
+	return
+}
+
+func (tr *targetResult) size() (bytes, rev int64) {
+	for _, rr := range tr.rounds {
+		if rr.err == nil && rr.dbBytes > 0 {
+			bytes, rev = rr.dbBytes, rr.rev
+		}
+	}
+	return
+}
+
+func fmtRate(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fmtSec(s float64) string {
+	switch {
+	case s == 0:
+		return "–"
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 0.01:
+		return fmt.Sprintf("%.0f ms", s*1000)
+	case s >= 0.001:
+		return fmt.Sprintf("%.1f ms", s*1000)
+	}
+	return fmt.Sprintf("%.2f ms", s*1000)
+}
+
+func fmtMB(b int64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
+}
+
+// ratio is how many times better a is than b: a/b for rates, b/a for
+// latencies and sizes.
+func ratio(a, b float64, higherBetter bool) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	r := a / b
+	if !higherBetter {
+		r = b / a
+	}
+	if r >= 10 {
+		return fmt.Sprintf("%.0fx", r)
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
+
+func printReport(w io.Writer, results []*targetResult, cfg config, took time.Duration) {
+	host, _ := os.Hostname()
+	fmt.Fprintf(w, "\n### Run %s on %s (%d CPUs, GOMAXPROCS %d)", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	if took > 0 {
+		fmt.Fprintf(w, ", %v", took.Round(time.Second))
+	}
+	fmt.Fprintf(w, "\n\n%d keys per write phase, %d-byte values, phases bounded at %v; best of %d round(s) per figure (lost/missed: worst round).\n\n",
+		cfg.keys, cfg.valueSize, cfg.phaseTime, maxRounds(results))
+
+	hdr := "| target | clients | create/s | create p99 | update/s | update p99 | get/s | get p99 | list 500/500 /s | list p99 |"
+	sep := "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	if cfg.list100k {
+		hdr += " list 10k/100k /s | list10k p99 |"
+		sep += "---:|---:|"
+	}
+	hdr += " watch p50 | watch p99 | lost writes | missed events | other anomalies |"
+	sep += "---:|---:|---:|---:|---:|"
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	var notes []string
+	for _, tr := range results {
+		for _, c := range cfg.clients {
+			b := tr.level(c)
+			if !b.ok {
+				fmt.Fprintf(w, "| %s | %d | failed: %s |\n", tr.t.name, c, firstErr(tr))
+				continue
+			}
+			row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |", tr.t.name, c,
+				fmtRate(b.create), fmtSec(b.createP99), fmtRate(b.update), fmtSec(b.updateP99),
+				fmtRate(b.get), fmtSec(b.getP99), fmtRate(b.list), fmtSec(b.listP99))
+			if cfg.list100k {
+				row += fmt.Sprintf(" %s | %s |", fmtRate(b.big), fmtSec(b.bigP99))
+			}
+			row += fmt.Sprintf(" %s | %s | %d | %d | %d |", fmtSec(b.watchP50), fmtSec(b.watchP99), b.lost, b.missed, b.conflicts+b.bad)
+			fmt.Fprintln(w, row)
+			for _, n := range dedupe(b.notes) {
+				notes = append(notes, fmt.Sprintf("%s, %d clients: %s", tr.t.name, c, n))
+			}
+			if b.conflicts > 0 {
+				notes = append(notes, fmt.Sprintf("%s, %d clients: %d create/update compares failed on keys nobody else wrote", tr.t.name, c, b.conflicts))
+			}
+			if b.errs > 0 {
+				notes = append(notes, fmt.Sprintf("%s, %d clients: %d request errors (timeouts count here, not in the rates)", tr.t.name, c, b.errs))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| target | peak RSS (VmHWM) | RSS at end (VmRSS) | database size | revisions | bytes per revision |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	for _, tr := range results {
+		hwm, rss := tr.memory()
+		size, rev := tr.size()
+		per := "–"
+		if rev > 1 && size > 0 {
+			per = fmt.Sprintf("%.0f", float64(size)/float64(rev-1))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s |\n", tr.t.name, fmtMB(hwm), fmtMB(rss), fmtMB(size), rev, per)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, "- "+n)
+		}
+	}
+
+	// Ratios: every QuantyKube target against every peer in this run.
+	var qks, peers []*targetResult
+	for _, tr := range results {
+		if strings.HasPrefix(tr.t.name, "quantykube") {
+			qks = append(qks, tr)
+		} else {
+			peers = append(peers, tr)
+		}
+	}
+	if len(qks) == 0 || len(peers) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Ratios from this run: how many times better QuantyKube is (rates: QuantyKube ÷ peer; latencies and RSS: peer ÷ QuantyKube). Above 1x QuantyKube is ahead.")
+	fmt.Fprintln(w)
+	hdr = "| QuantyKube vs peer | clients | create/s | create p99 | update/s | update p99 | get/s | get p99 | list 500 /s |"
+	sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	if cfg.list100k {
+		hdr += " list 10k /s |"
+		sep += "---:|"
+	}
+	hdr += " watch p99 | peak RSS |"
+	sep += "---:|---:|"
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	for _, q := range qks {
+		qh, _ := q.memory()
+		for _, p := range peers {
+			if p.t.engine != q.t.engine && p.t.name != "etcd" {
+				continue // same engine, and etcd for everyone
+			}
+			ph, _ := p.memory()
+			for _, c := range cfg.clients {
+				a, b := q.level(c), p.level(c)
+				if !a.ok || !b.ok {
+					continue
+				}
+				row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s | %s | %s | %s |", q.t.name, p.t.name, c,
+					ratio(a.create, b.create, true), ratio(a.createP99, b.createP99, false),
+					ratio(a.update, b.update, true), ratio(a.updateP99, b.updateP99, false),
+					ratio(a.get, b.get, true), ratio(a.getP99, b.getP99, false), ratio(a.list, b.list, true))
+				if cfg.list100k {
+					row += " " + ratio(a.big, b.big, true) + " |"
+				}
+				rss := "–"
+				if c == cfg.clients[len(cfg.clients)-1] {
+					rss = ratio(float64(qh), float64(ph), false)
+				}
+				row += fmt.Sprintf(" %s | %s |", ratio(a.watchP99, b.watchP99, false), rss)
+				fmt.Fprintln(w, row)
+			}
+		}
+	}
+}
+
+func maxRounds(results []*targetResult) int {
+	n := 0
+	for _, tr := range results {
+		n = max(n, len(tr.rounds))
+	}
+	return n
+}
+
+func firstErr(tr *targetResult) string {
+	for _, rr := range tr.rounds {
+		if rr.err != nil {
+			s := rr.err.Error()
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				s = s[:i]
+			}
+			return s
+		}
+	}
+	return "no result"
+}
+
+func dedupe(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
