@@ -4,7 +4,8 @@
 #   kine  v0.17.5  (go install github.com/k3s-io/kine@v0.17.5)
 #   etcd  v3.6.x   (a scratch module whose main calls etcdmain.Main)
 # Extra arguments go to the harness (go run ./test/bench -help);
-# --peers-only builds the peers and stops.
+# --peers-only builds the peers and stops. QK_REF=<commit> benchmarks that
+# commit instead of the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -53,8 +54,20 @@ if [ "${1:-}" = "--peers-only" ]; then
 	exit 0
 fi
 
-"$GO" build -o "$BIN/quantykube" ./cmd/quantykube
-"$GO" build -o "$BIN/bench" ./test/bench
+# QuantyKube and the harness: from the working tree, or with QK_REF=<commit>
+# from that commit alone (uncommitted work elsewhere in the tree left out).
+SRC=$ROOT
+if [ -n "${QK_REF:-}" ]; then
+	sha=$(git rev-parse --short "$QK_REF")
+	SRC=$CACHE/src-$sha
+	if [ ! -d "$SRC" ]; then
+		mkdir -p "$SRC.tmp"
+		git archive "$sha" | tar -x -C "$SRC.tmp"
+		mv "$SRC.tmp" "$SRC"
+	fi
+	echo "bench: QuantyKube from commit $sha" >&2
+fi
+(cd "$SRC" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && "$GO" build -o "$BIN/bench" ./test/bench)
 exec "$BIN/bench" \
 	-quantykube "$BIN/quantykube" \
 	-kine "$BIN/kine-$KINE_VERSION" \
