@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance e2e crash ci bench
+.PHONY: build run test lint conformance e2e proto proto-check ci bench
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -32,7 +32,16 @@ conformance:
 e2e:
 	bash scripts/e2e.sh
 
-ci: test conformance e2e
+# proto/historypb from proto/history.proto, with pinned generators.
+proto:
+	bash scripts/genproto.sh
+
+# Fails when the committed generated code is not what proto/ generates.
+proto-check: proto
+	@git diff --exit-code -- proto/ || { echo "proto/historypb is stale: run make proto and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- proto/)" || { echo "make proto left untracked files in proto/"; git status --porcelain -- proto/; exit 1; }
+
+ci: proto-check test conformance e2e
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
 # Postgres), peers built once into .cache/bench. BENCH_FLAGS adds harness

@@ -8,13 +8,24 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/server"
 )
+
+// DefaultRetain keeps a day of history: enough to see what an object
+// looked like before last night's change, or to undo yesterday's delete.
+const DefaultRetain = 24 * time.Hour
+
+// DefaultRetainPrefixes keep heartbeats briefly: a Lease renewed every few
+// seconds would otherwise outweigh the history of every real object.
+var DefaultRetainPrefixes = []string{"/registry/leases/=10m", "/registry/masterleases/=10m"}
 
 const usage = `quantykube: the etcd v3 API on an SQL revision log
 
@@ -34,6 +45,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "history":
+		err = history(os.Args[2:])
 	case "version", "--version":
 		fmt.Printf("quantykube (etcd API %s)\n", endpoint.Version)
 	case "help", "-h", "--help":
@@ -60,12 +73,23 @@ func serve(args []string) error {
 	fs.BoolVar(&cfg.ClientCertAuth, "client-cert-auth", false, "require a client certificate signed by --trusted-ca-file")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (default 10m)")
+	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
+	retainPrefix := fs.StringArray("retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
+	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
 	fs.BoolVar(&debug, "debug", false, "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	for _, rp := range *retainPrefix {
+		prefix, dur, ok := strings.Cut(rp, "=")
+		d, err := time.ParseDuration(dur)
+		if !ok || prefix == "" || err != nil {
+			return fmt.Errorf("--retain-prefix %q: want PREFIX=DURATION, e.g. /registry/leases/=10m", rp)
+		}
+		cfg.RetainPrefixes = append(cfg.RetainPrefixes, drivers.RetentionRule{Prefix: []byte(prefix), Retain: d})
 	}
 	level := slog.LevelInfo
 	if debug {

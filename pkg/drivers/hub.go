@@ -100,29 +100,40 @@ func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Eve
 
 func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
 	cond, args := s.q.where("l.key", kr, []any{from, to})
-	// prev_kv is the key's row just before this one, unless that was a delete.
-	q := `SELECT l.rev, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
+	evs, _, err := s.logEvents(ctx, `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
+	return evs, err
+}
+
+// logEvents reads log rows matching where (on alias l), in (rev, sub)
+// order, at most limit (0: all), each with its prev_kv: the key's row just
+// before it, unless that was a delete. It also returns each row's sub.
+func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
+	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
 			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
 		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
-		WHERE l.rev >= ? AND l.rev <= ? AND ` + cond + ` ORDER BY l.rev, l.sub`
+		WHERE ` + where + ` ORDER BY l.rev, l.sub`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
 	if err := s.rstmts.warm(ctx, q); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	var out []*Event
+	var subs []int64
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
-		var deleted int64
-		var unixMs int64
+		var sub, deleted, unixMs int64
 		var pRev, pCreate, pVersion, pLease, pDeleted *int64
 		var pValue []byte
-		if err := rows.Scan(&kv.ModRevision, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
+		if err := rows.Scan(&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
 			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
 		if deleted != 0 {
@@ -138,6 +149,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: pValue, CreateRevision: *pCreate, ModRevision: *pRev, Version: *pVersion, Lease: *pLease}
 		}
 		out = append(out, e)
+		subs = append(subs, sub)
 	}
-	return out, rows.Err()
+	return out, subs, rows.Err()
 }

@@ -61,6 +61,9 @@ func (t *leaseTable) expired() []int64 {
 // LeaseRenew extends a lease by its TTL; it returns ErrLeaseNotFound for an
 // unknown or already expired lease.
 func (s *Store) LeaseRenew(id int64) (int64, error) {
+	if s.sh != nil {
+		return s.renewShared(s.sh, id)
+	}
 	t := s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -126,4 +129,24 @@ func (s *Store) Leases() []int64 {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
+}
+
+// set gives a lease the deadline remaining from now (adding it if needed).
+func (t *leaseTable) set(id, ttl int64, remaining time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[id] = &leaseState{ttl: ttl, deadline: t.now().Add(remaining)}
+}
+
+// replace makes the table exactly rows (shared databases: the database is
+// the authority on leases and their deadlines).
+func (t *leaseTable) replace(rows []LeaseRow) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	m := make(map[int64]*leaseState, len(rows))
+	for _, r := range rows {
+		m[r.ID] = &leaseState{ttl: r.TTL, deadline: now.Add(time.Duration(r.RemainingMs) * time.Millisecond)}
+	}
+	t.m = m
 }

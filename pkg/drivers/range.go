@@ -62,7 +62,9 @@ func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, er
 	return s.rangeIn(ctx, tx, r, rev, compact)
 }
 
-const metaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact')`
+// metaSQL reads the revision and the etcd API's floor: the higher of
+// Compact's and retention's.
+const metaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT MAX(value) FROM meta WHERE name IN ('compact', 'retain_floor'))`
 
 // warmRange prepares, before the read transaction takes a connection, every
 // statement the range may run.

@@ -25,6 +25,14 @@ type Options struct {
 	LeaseCheckInterval time.Duration
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Retain keeps history for this long (0: forever); RetainPrefixes
+	// override it for keys under a prefix.
+	Retain         time.Duration
+	RetainPrefixes []RetentionRule
+	// PruneInterval is how often retention runs; PruneBatch bounds the rows
+	// one pruning transaction examines.
+	PruneInterval time.Duration
+	PruneBatch    int
 }
 
 // Store is the revision log and the etcd semantics on top of it.
@@ -39,13 +47,19 @@ type Store struct {
 	rstmts *stmtCache
 	hub    *Hub
 	leases *leaseTable
+	// sh and tail are set when several processes may write the database.
+	sh   Shared
+	tail *tailer
 
 	memberID, clusterID uint64
 
 	// committed is the newest durable revision; compact the floor that
 	// Compact set. Both are written only by the writer goroutine.
-	committed atomic.Int64
-	compact   atomic.Int64
+	committed   atomic.Int64
+	compact     atomic.Int64
+	retainFloor atomic.Int64
+	rules       []*retentionRule
+	pruneMu     sync.Mutex
 
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -71,6 +85,12 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.PruneInterval <= 0 {
+		opts.PruneInterval = 30 * time.Second
+	}
+	if opts.PruneBatch <= 0 {
+		opts.PruneBatch = 500
+	}
 	wdb, rdb, err := d.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -84,6 +104,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	if sh, ok := d.(Shared); ok {
+		s.sh = sh
+	}
 	if err := s.migrate(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()
@@ -91,6 +114,11 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	}
 	st, err := s.loadState(ctx)
 	if err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, err
+	}
+	if err := s.initRules(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()
 		return nil, err
@@ -105,9 +133,20 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		// a restart is the same event here.
 		s.leases.add(id, ttl)
 	}
+	if s.sh != nil {
+		// The database is the authority on revisions, floors and leases.
+		s.tail = newTailer(s, s.sh)
+		if err := s.tail.syncLeases(ctx); err != nil {
+			wdb.Close()
+			rdb.Close()
+			return nil, err
+		}
+		s.tail.start()
+	}
 	w := newWriter(s, st)
 	go w.run()
 	go s.expireLeases()
+	go s.pruneLoop()
 	return s, nil
 }
 
@@ -117,6 +156,9 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.stop)
 		<-s.done
+		if s.tail != nil {
+			s.tail.close()
+		}
 		s.hub.close()
 		s.wstmts.close()
 		s.rstmts.close()
@@ -160,6 +202,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
+	if s.sh != nil {
+		if err := s.sh.LockMigrate(ctx, tx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (name VARCHAR(64) NOT NULL PRIMARY KEY, value BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

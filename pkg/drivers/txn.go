@@ -245,7 +245,7 @@ func (w *writer) check(p *plan) error {
 			if rr.Revision > w.rev {
 				return ErrFutureRev
 			}
-			if rr.Revision > 0 && rr.Revision < w.compact {
+			if rr.Revision > 0 && rr.Revision < max(w.compact, w.s.RetainFloor()) {
 				return ErrCompacted
 			}
 		case *pb.RequestOp_RequestPut:
@@ -308,7 +308,7 @@ func (w *writer) exec(c *change, p *plan) (*pb.TxnResponse, error) {
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
 			rev := c.headerRev(w.rev)
-			res, err := w.s.rangeIn(w.ctx, w.tx, v.RequestRange, rev, w.compact)
+			res, err := w.s.rangeIn(w.ctx, w.tx, v.RequestRange, rev, max(w.compact, w.s.RetainFloor()))
 			if err != nil {
 				return nil, dbErr(err)
 			}

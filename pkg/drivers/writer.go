@@ -147,7 +147,8 @@ func (w *writer) process(batch []*writeReq) {
 		return
 	}
 	results, err := w.commit(batch)
-	if err != nil && len(batch) > 1 {
+	var unknown *commitUnknown
+	if err != nil && len(batch) > 1 && !errors.As(err, &unknown) {
 		for _, r := range batch {
 			w.process([]*writeReq{r})
 		}
@@ -164,9 +165,26 @@ func (w *writer) process(batch []*writeReq) {
 
 func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 	ctx := context.Background()
+	if w.s.sh != nil {
+		// A database across the network must not hang the writer forever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, sharedBatchTimeout)
+		defer cancel()
+	}
 	sqltx, err := w.s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
+	}
+	if w.s.sh != nil {
+		// Other replicas may have committed since our last batch: take the
+		// database-wide write lock and start from what is committed.
+		st, err := w.s.sh.LockBatch(ctx, sqltx)
+		if err != nil {
+			sqltx.Rollback()
+			return nil, err
+		}
+		w.rev, w.compact = st.Rev, st.Compact
+		w.lastUnixMs = max(w.lastUnixMs, st.LastUnixMs)
 	}
 	tx := cachedTx{tx: sqltx, c: w.s.wstmts, local: map[string]*sql.Stmt{}}
 	startRev, startCompact := w.rev, w.compact
@@ -209,7 +227,21 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 			return fail(err)
 		}
 	}
+	if w.s.sh != nil && (w.rev != startRev || w.compactTo != startCompact || len(w.granted) > 0 || len(w.revoked) > 0) {
+		kind := notifyRev
+		if len(w.granted) > 0 || len(w.revoked) > 0 {
+			kind = notifyLease
+		}
+		if err := w.s.sh.Notify(ctx, sqltx, w.s.tail.instance+kind); err != nil {
+			return fail(err)
+		}
+	}
 	if err := sqltx.Commit(); err != nil {
+		if w.s.sh != nil {
+			// The commit may have reached the database: retrying the
+			// requests could apply them twice.
+			err = &commitUnknown{err: err}
+		}
 		return fail(err)
 	}
 	w.tx = cachedTx{}
@@ -217,6 +249,20 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		w.lastUnixMs = w.unixMs
 	}
 	w.compact = w.compactTo
+	if w.s.tail != nil {
+		evs := make([]*Event, len(w.events))
+		copy(evs, w.events)
+		granted, revoked := w.granted, w.revoked
+		w.s.tail.published(startRev, w.rev, w.compact, evs, func() {
+			for id, ttl := range granted {
+				w.s.leases.add(id, ttl)
+			}
+			for id := range revoked {
+				w.s.leases.remove(id)
+			}
+		})
+		return results, nil
+	}
 	w.s.compact.Store(w.compact)
 	w.s.committed.Store(w.rev)
 	for id, ttl := range w.granted {
@@ -249,7 +295,7 @@ func (w *writer) apply(r *writeReq) (writeResult, error) {
 		switch {
 		case r.rev > w.rev:
 			return writeResult{err: ErrFutureRev}, nil
-		case r.rev <= w.compactTo:
+		case r.rev <= max(w.compactTo, w.s.RetainFloor()):
 			return writeResult{err: ErrCompacted}, nil
 		}
 		w.compactTo = r.rev
@@ -257,7 +303,12 @@ func (w *writer) apply(r *writeReq) (writeResult, error) {
 	case wLeaseGrant:
 		return w.grant(r.leaseID, r.ttl)
 	case wLeaseRevoke, wLeaseExpire:
-		if r.kind == wLeaseExpire && !w.s.leases.isExpired(r.leaseID) {
+		if r.kind == wLeaseExpire && w.s.sh != nil {
+			// Another replica may have renewed, revoked or expired it.
+			if expired, err := w.s.sh.LeaseExpired(w.ctx, w.tx.tx, r.leaseID); err != nil || !expired {
+				return writeResult{}, err
+			}
+		} else if r.kind == wLeaseExpire && !w.s.leases.isExpired(r.leaseID) {
 			// Renewed while the expiry was queued.
 			return writeResult{}, nil
 		}
@@ -265,6 +316,18 @@ func (w *writer) apply(r *writeReq) (writeResult, error) {
 	}
 	return writeResult{err: fmt.Errorf("unknown write kind %d", r.kind)}, nil
 }
+
+// sharedBatchTimeout bounds one write batch on a shared database.
+const sharedBatchTimeout = 30 * time.Second
+
+// commitUnknown is a failed COMMIT on a shared database: the transaction
+// may or may not have committed.
+type commitUnknown struct{ err error }
+
+func (e *commitUnknown) Error() string {
+	return "commit outcome unknown (the database connection failed during COMMIT): " + e.err.Error()
+}
+func (e *commitUnknown) Unwrap() error { return e.err }
 
 // dbError marks a database failure inside request processing, as opposed
 // to a request that etcd's rules refuse.

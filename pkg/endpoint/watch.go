@@ -209,7 +209,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 	if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true}); err != nil {
 		return err
 	}
-	if floor := st.s.store.CompactRev(); cr.StartRevision > 0 && cr.StartRevision < floor {
+	if floor := st.s.store.EtcdFloor(); cr.StartRevision > 0 && cr.StartRevision < floor {
 		// The history it asks for is below the floor the etcd API shows.
 		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true, CompactRevision: floor})
 	}
@@ -230,6 +230,15 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		if err != nil {
 			return false, toGRPC(err)
 		}
+		// Retention raises its floor before it removes rows: if the floor is
+		// now past where this watcher stands, the read may have missed some.
+		if w.next < st.s.store.RetainFloor() {
+			delete(st.watchers, w.id)
+			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: st.s.store.EtcdFloor()}); err != nil {
+				return false, err
+			}
+			continue
+		}
 		if err := st.sendEvents(w, evs, to); err != nil {
 			return false, err
 		}
@@ -243,7 +252,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 
 func (st *watchStream) sendEvents(w *watcher, evs []*drivers.Event, upto int64) error {
 	out := make([]*mvccpb.Event, 0, len(evs))
-	floor := st.s.store.CompactRev()
+	floor := st.s.store.EtcdFloor()
 	for _, e := range evs {
 		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
 			continue

@@ -24,6 +24,7 @@ import (
 	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/history"
 )
 
 // DefaultEndpoint is where `quantykube serve` keeps its data.
@@ -49,6 +50,15 @@ type Config struct {
 	// WatchProgressNotifyInterval is how often watchers created with
 	// progress_notify hear the current revision; 0 means etcd's 10 minutes.
 	WatchProgressNotifyInterval time.Duration
+	// Retain keeps history this long (0: forever); RetainPrefixes override
+	// it under a key prefix. Each is 0 or at least 75 s.
+	Retain         time.Duration
+	RetainPrefixes []drivers.RetentionRule
+	// PruneInterval is how often retention runs (default 30 s).
+	PruneInterval time.Duration
+	// Now is the store's clock: commit times and retention windows. Tests
+	// set it to move time; nil is the wall clock.
+	Now func() time.Time
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -68,7 +78,7 @@ type Server struct {
 }
 
 // OpenStore opens the database a DSN names.
-func OpenStore(ctx context.Context, dsn string, log *slog.Logger) (*drivers.Store, error) {
+func OpenStore(ctx context.Context, dsn string, opts drivers.Options) (*drivers.Store, error) {
 	var d drivers.Dialect
 	switch {
 	case strings.HasPrefix(dsn, "sqlite://"):
@@ -82,7 +92,7 @@ func OpenStore(ctx context.Context, dsn string, log *slog.Logger) (*drivers.Stor
 	default:
 		return nil, fmt.Errorf("endpoint %q: unknown scheme (want sqlite://path)", dsn)
 	}
-	return drivers.Open(ctx, d, drivers.Options{Logger: log})
+	return drivers.Open(ctx, d, opts)
 }
 
 // Start opens the database and starts serving; it returns once the
@@ -108,7 +118,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(ctx, cfg.Endpoint, cfg.Logger)
+	store, err := OpenStore(ctx, cfg.Endpoint, drivers.Options{
+		Logger:         cfg.Logger,
+		Retain:         cfg.Retain,
+		RetainPrefixes: cfg.RetainPrefixes,
+		PruneInterval:  cfg.PruneInterval,
+		Now:            cfg.Now,
+	})
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -132,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(opts...)
 	ep.Register(s.grpc)
+	history.New(store).Register(s.grpc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()

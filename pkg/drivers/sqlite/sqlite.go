@@ -105,6 +105,15 @@ func (d *Dialect) Migrations() [][]string {
 			lease INTEGER NOT NULL)`,
 		`CREATE INDEX current_lease ON current (lease) WHERE lease <> 0`,
 		`CREATE TABLE leases (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL)`,
+	}, {
+		// History: revision by time, and retention's per-rule progress.
+		`CREATE INDEX log_unix_ms ON log (unix_ms, rev)`,
+		`CREATE TABLE retention (
+			prefix BLOB NOT NULL PRIMARY KEY,
+			floor INTEGER NOT NULL,
+			floor_unix_ms INTEGER NOT NULL,
+			cursor INTEGER NOT NULL)`,
+		`INSERT INTO meta (name, value) VALUES ('retain_floor', 0)`,
 	}}
 }
 

@@ -1,0 +1,200 @@
+package drivers
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// OutOfRangeError is a History request outside what is retained: older than
+// the retention floor, or in the future.
+type OutOfRangeError struct{ Msg string }
+
+func (e *OutOfRangeError) Error() string { return e.Msg }
+
+func fmtMs(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+// Floor is the oldest retained revision for some keys and its commit time.
+type Floor struct {
+	Rev    int64
+	UnixMs int64
+}
+
+// HistoryFloor is the oldest revision at which key's state is still
+// exactly known: 1 (the empty store) until retention has pruned anything.
+func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
+	f := s.ruleFor(key).floor()
+	if f.Rev > 0 {
+		return f, nil
+	}
+	var ms sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(unix_ms) FROM log`).Scan(&ms); err != nil {
+		return Floor{}, err
+	}
+	return Floor{Rev: 1, UnixMs: ms.Int64}, nil
+}
+
+func (s *Store) checkRev(ctx context.Context, key []byte, rev int64) error {
+	cur := s.Rev()
+	if rev > cur {
+		return &OutOfRangeError{Msg: fmt.Sprintf("revision %d is a future revision: the current revision is %d", rev, cur)}
+	}
+	f, err := s.HistoryFloor(ctx, key)
+	if err != nil {
+		return err
+	}
+	if rev < f.Rev {
+		return &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", rev, f.Rev, fmtMs(f.UnixMs))}
+	}
+	return nil
+}
+
+// RevisionAt is the newest revision committed at or before unixMs, for
+// reading key.
+func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64, error) {
+	if now := s.opts.Now().UnixMilli(); unixMs > now {
+		return 0, &OutOfRangeError{Msg: fmt.Sprintf("time %s is in the future (the server's time is %s)", fmtMs(unixMs), fmtMs(now))}
+	}
+	f, err := s.HistoryFloor(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if f.Rev > 1 && unixMs < f.UnixMs {
+		return 0, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
+	}
+	var rev int64
+	err = s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`), unixMs).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 1, nil // before the first write: the empty store
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(rev, f.Rev), nil
+}
+
+// KeyAt is key as it was at rev; nil if it did not exist then.
+func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
+	if err := s.checkRev(ctx, key, rev); err != nil {
+		return nil, err
+	}
+	kv := &mvccpb.KeyValue{Key: key}
+	var deleted int64
+	err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`), key, rev).
+		Scan(&kv.ModRevision, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
+	if errors.Is(err, sql.ErrNoRows) || deleted != 0 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if kv.Value == nil {
+		kv.Value = []byte{}
+	}
+	return kv, nil
+}
+
+// LogPage is one page of a key range's retained changes.
+type LogPage struct {
+	Events []*Event
+	// NextRev/NextSub locate the last entry returned when More is set.
+	More             bool
+	NextRev, NextSub int64
+	HeaderRev        int64
+}
+
+// KeyLog lists the retained changes in kr, oldest first, from revision
+// fromRev (0: everything retained), after the (afterRev, afterSub) cursor.
+// A page stops at limit entries or maxBytes, whichever comes first.
+func (s *Store) KeyLog(ctx context.Context, kr KeyRange, fromRev, afterRev, afterSub int64, limit, maxBytes int) (*LogPage, error) {
+	page := &LogPage{HeaderRev: s.Rev()}
+	if fromRev > page.HeaderRev {
+		return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is a future revision: the current revision is %d", fromRev, page.HeaderRev)}
+	}
+	if fromRev > 0 {
+		// The floor that matters is the highest of the rules the range touches.
+		var floor Floor
+		for _, r := range s.rules {
+			if r.overlaps(kr) {
+				if f := r.floor(); f.Rev > floor.Rev {
+					floor = f
+				}
+			}
+		}
+		if fromRev < floor.Rev {
+			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", fromRev, floor.Rev, fmtMs(floor.UnixMs))}
+		}
+	}
+	if kr.Empty() {
+		return page, nil
+	}
+	cond, args := s.q.where("l.key", kr, []any{fromRev, afterRev, afterRev, afterSub})
+	where := `l.rev >= ? AND (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND ` + cond
+	evs, subs, err := s.logEvents(ctx, where, args, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	size := 0
+	for i, e := range evs {
+		size += e.Size()
+		if i == limit || (i > 0 && size > maxBytes) {
+			page.More = true
+			page.NextRev, page.NextSub = evs[i-1].Rev(), subs[i-1]
+			evs = evs[:i]
+			break
+		}
+	}
+	page.Events = evs
+	return page, nil
+}
+
+// retentionRule keeps changes to keys under prefix for retain.
+type retentionRule struct {
+	prefix []byte // nil: the default rule, every key no other rule takes
+	retain time.Duration
+	fl     atomicFloor
+}
+
+func (r *retentionRule) floor() Floor { return r.fl.load() }
+
+func (r *retentionRule) matches(key []byte) bool {
+	return r.prefix == nil || bytes.HasPrefix(key, r.prefix)
+}
+
+func (r *retentionRule) overlaps(kr KeyRange) bool {
+	if r.prefix == nil {
+		return true
+	}
+	return kr.Overlaps(PrefixRange(r.prefix))
+}
+
+// PrefixRange is the range of keys starting with p.
+func PrefixRange(p []byte) KeyRange {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return KeyRange{Key: p, End: end[:i+1]}
+		}
+	}
+	return KeyRange{Key: p, Unbounded: true}
+}
+
+// ruleFor is the rule governing key: the longest matching prefix, else the
+// default.
+func (s *Store) ruleFor(key []byte) *retentionRule {
+	best := s.rules[0]
+	for _, r := range s.rules[1:] {
+		if r.matches(key) && (best.prefix == nil || len(r.prefix) > len(best.prefix)) {
+			best = r
+		}
+	}
+	return best
+}

@@ -1,0 +1,241 @@
+package drivers
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MinRetain is the least history a retention rule may keep: kube-apiserver's
+// watch cache needs 75 s of it.
+const MinRetain = 75 * time.Second
+
+// RetentionRule keeps the changes to keys under Prefix for Retain.
+type RetentionRule struct {
+	Prefix []byte
+	Retain time.Duration
+}
+
+type atomicFloor struct {
+	mu sync.Mutex
+	f  Floor
+}
+
+func (a *atomicFloor) load() Floor {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f
+}
+
+func (a *atomicFloor) raise(f Floor) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f.Rev > a.f.Rev {
+		a.f = f
+	}
+}
+
+// RetainFloor is the highest retention floor of any rule: below it some
+// state is no longer exactly known.
+func (s *Store) RetainFloor() int64 { return s.retainFloor.Load() }
+
+// EtcdFloor is the floor the etcd API shows: the higher of Compact's floor
+// and the retention floor.
+func (s *Store) EtcdFloor() int64 { return max(s.compact.Load(), s.retainFloor.Load()) }
+
+func (s *Store) initRules(ctx context.Context) error {
+	s.rules = []*retentionRule{{retain: s.opts.Retain}}
+	for _, r := range s.opts.RetainPrefixes {
+		if len(r.Prefix) == 0 {
+			return errors.New("retention: a prefix rule needs a non-empty prefix")
+		}
+		s.rules = append(s.rules, &retentionRule{prefix: r.Prefix, retain: r.Retain})
+	}
+	for _, r := range s.rules {
+		if r.retain != 0 && r.retain < MinRetain {
+			return fmt.Errorf("retention of %q is %v: it must be 0 (keep everything) or at least %v", r.prefix, r.retain, MinRetain)
+		}
+		var f Floor
+		err := s.wdb.QueryRowContext(ctx, s.d.Bind(`SELECT floor, floor_unix_ms FROM retention WHERE prefix = ?`), ruleKey(r)).Scan(&f.Rev, &f.UnixMs)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		r.fl.raise(f)
+	}
+	var rf int64
+	if err := s.wdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'retain_floor'`).Scan(&rf); err != nil {
+		return err
+	}
+	s.retainFloor.Store(rf)
+	return nil
+}
+
+// ruleKey names a rule in the retention table; the default rule is the
+// empty prefix.
+func ruleKey(r *retentionRule) []byte {
+	if r.prefix == nil {
+		return []byte{}
+	}
+	return r.prefix
+}
+
+func (s *Store) pruneLoop() {
+	t := time.NewTicker(s.opts.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if n, err := s.Prune(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("retention pruning failed; will retry", "err", err)
+		} else if n > 0 {
+			s.log.Debug("retention pruned", "rows", n, "floor", s.RetainFloor())
+		}
+		cancel()
+	}
+}
+
+// Prune removes, for every rule, the log rows nobody can ask for any more:
+// rows superseded by a change older than the rule's floor F (the newest
+// revision committed before now minus its retention), and deletes older
+// than F. State at every revision >= F, and every change after F with its
+// prev_kv, stays exact. It works in small transactions, off the writer's
+// path, and returns the number of rows removed.
+func (s *Store) Prune(ctx context.Context) (int, error) {
+	s.pruneMu.Lock()
+	defer s.pruneMu.Unlock()
+	total := 0
+	for _, r := range s.rules {
+		n, err := s.pruneRule(ctx, r)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {
+	if r.retain == 0 {
+		return 0, nil
+	}
+	cutoff := s.opts.Now().Add(-r.retain).UnixMilli()
+	var f Floor
+	err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, unix_ms FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`), cutoff).Scan(&f.Rev, &f.UnixMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if old := r.floor(); f.Rev <= old.Rev {
+		f = old
+	}
+	// Rows strictly below F are candidates; the rows at F stay, so every
+	// event at F and after is still whole.
+	var maxID int64
+	err = s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT id FROM log WHERE rev < ? ORDER BY rev DESC, sub DESC LIMIT 1`), f.Rev).Scan(&maxID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Raise the floors in memory before any row goes: a watcher that reads
+	// the log and then finds its revision below the floor knows its read
+	// may have missed rows.
+	r.fl.raise(f)
+	if f.Rev > s.retainFloor.Load() {
+		s.retainFloor.Store(f.Rev)
+	}
+	removed := 0
+	for {
+		n, done, err := s.pruneBatch(ctx, r, f, maxID)
+		removed += n
+		if err != nil || done {
+			return removed, err
+		}
+	}
+}
+
+func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID int64) (int, bool, error) {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	var cursor int64
+	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT cursor FROM retention WHERE prefix = ?`), ruleKey(r)).Scan(&cursor)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO retention (prefix, floor, floor_unix_ms, cursor) VALUES (?, 0, 0, 0)`), ruleKey(r)); err != nil {
+			return 0, false, err
+		}
+	} else if err != nil {
+		return 0, false, err
+	}
+	rows, err := tx.QueryContext(ctx, s.d.Bind(`SELECT id, key, rev, deleted FROM log WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`), cursor, maxID, s.opts.PruneBatch)
+	if err != nil {
+		return 0, false, err
+	}
+	type cand struct {
+		id, rev, deleted int64
+		key              []byte
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.id, &c.key, &c.rev, &c.deleted); err != nil {
+			rows.Close()
+			return 0, false, err
+		}
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	removed := 0
+	for _, c := range cands {
+		cursor = c.id
+		if s.ruleFor(c.key) != r {
+			continue
+		}
+		// Everything this change superseded; a delete goes with the rows
+		// before it, never after them, or the key would come back.
+		res, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM log WHERE key = ? AND rev < ?`), c.key, c.rev)
+		if err != nil {
+			return 0, false, err
+		}
+		n, _ := res.RowsAffected()
+		removed += int(n)
+		if c.deleted != 0 {
+			if _, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM log WHERE id = ?`), c.id); err != nil {
+				return 0, false, err
+			}
+			removed++
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE retention SET floor = ?, floor_unix_ms = ?, cursor = ? WHERE prefix = ?`), f.Rev, f.UnixMs, cursor, ruleKey(r)); err != nil {
+		return 0, false, err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`), f.Rev, f.Rev); err != nil {
+		return 0, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, err
+	}
+	return removed, len(cands) < s.opts.PruneBatch, nil
+}

@@ -1,0 +1,228 @@
+// Package history serves quantykube.History: the retained changes of every
+// key (Log), a key as it was (Get), and writing an old state back as a new
+// revision (Restore). docs/HISTORY.md is its reference.
+package history
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+const (
+	// DefaultLogLimit and MaxLogLimit bound the entries of one Log page.
+	DefaultLogLimit = 1000
+	MaxLogLimit     = 10000
+	// MaxLogBytes keeps a page under gRPC's default 4 MiB client limit.
+	MaxLogBytes = 3 << 20
+	// restoreAttempts bounds retries when the key changes under a Restore.
+	restoreAttempts = 5
+)
+
+// Service implements historypb.HistoryServer on a store.
+type Service struct {
+	historypb.UnimplementedHistoryServer
+	store *drivers.Store
+}
+
+// New returns the History service for store.
+func New(store *drivers.Store) *Service { return &Service{store: store} }
+
+// Register adds the service to g.
+func (s *Service) Register(g *grpc.Server) { historypb.RegisterHistoryServer(g, s) }
+
+func toStatus(err error) error {
+	var oor *drivers.OutOfRangeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &oor):
+		return status.Error(codes.OutOfRange, "quantykube: "+oor.Msg)
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, drivers.ErrClosed):
+		return status.Error(codes.Unavailable, "quantykube: server stopping")
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "quantykube: database: %v", err)
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "quantykube: "+format, args...)
+}
+
+// readRevision resolves a request's revision or unix_ms (or neither: now).
+func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64, error) {
+	if len(r.Key) == 0 {
+		return 0, invalid("key is required")
+	}
+	switch {
+	case r.Revision != 0 && r.UnixMs != 0:
+		return 0, invalid("give revision or unix_ms, not both")
+	case r.Revision < 0 || r.UnixMs < 0:
+		return 0, invalid("revision and unix_ms must not be negative")
+	case r.UnixMs != 0:
+		return s.store.RevisionAt(ctx, r.Key, r.UnixMs)
+	case r.Revision != 0:
+		return r.Revision, nil
+	}
+	return s.store.Rev(), nil
+}
+
+// Get returns the key as it was.
+func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
+	if len(r.RangeEnd) != 0 {
+		return nil, invalid("range_end is for Log only")
+	}
+	rev, err := s.readRevision(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	kv, err := s.store.KeyAt(ctx, r.Key, rev)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &historypb.GetResponse{Revision: rev, Kv: kv}, nil
+}
+
+// Log lists retained changes, oldest first, a page at a time.
+func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.LogResponse, error) {
+	if len(r.Key) == 0 {
+		return nil, invalid("key is required")
+	}
+	if r.Revision != 0 && r.UnixMs != 0 {
+		return nil, invalid("give revision or unix_ms, not both")
+	}
+	limit := int(r.Limit)
+	switch {
+	case r.Limit < 0:
+		return nil, invalid("limit must not be negative")
+	case limit == 0:
+		limit = DefaultLogLimit
+	case limit > MaxLogLimit:
+		limit = MaxLogLimit
+	}
+	from := r.Revision
+	if r.UnixMs != 0 {
+		rev, err := s.store.RevisionAt(ctx, r.Key, r.UnixMs)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		// Changes from that time on: the first revision after the state at it.
+		from = rev + 1
+	}
+	afterRev, afterSub, err := parseContinue(r.Continue)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.store.KeyLog(ctx, drivers.NewKeyRange(r.Key, r.RangeEnd), from, afterRev, afterSub, limit, MaxLogBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &historypb.LogResponse{HeaderRevision: page.HeaderRev, Entries: make([]*historypb.LogEntry, len(page.Events))}
+	for i, e := range page.Events {
+		ent := &historypb.LogEntry{Revision: e.Rev(), UnixMs: e.UnixMs, Kv: e.Kv, PrevKv: e.PrevKv}
+		if e.Type == mvccpb.DELETE {
+			ent.Deleted = 1
+		}
+		resp.Entries[i] = ent
+	}
+	if page.More {
+		resp.Continue = fmt.Sprintf("%d.%d", page.NextRev, page.NextSub)
+	}
+	return resp, nil
+}
+
+func parseContinue(tok string) (int64, int64, error) {
+	if tok == "" {
+		return 0, -1, nil
+	}
+	a, b, ok := strings.Cut(tok, ".")
+	rev, err1 := strconv.ParseInt(a, 10, 64)
+	sub, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || rev < 0 || sub < 0 {
+		return 0, 0, invalid("continue token %q is not one this server gave", tok)
+	}
+	return rev, sub, nil
+}
+
+// Restore writes the key back as it was, through the same write path as
+// every etcd write. A key that already has that state is left alone.
+func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb.RestoreResponse, error) {
+	if len(r.RangeEnd) != 0 {
+		return nil, invalid("range_end is for Log only: Restore writes one key")
+	}
+	if r.Revision == 0 && r.UnixMs == 0 {
+		return nil, invalid("give the revision or unix_ms to restore from")
+	}
+	rev, err := s.readRevision(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	old, err := s.store.KeyAt(ctx, r.Key, rev)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &historypb.RestoreResponse{Revision: rev}
+	if old != nil {
+		// Leases are not restored: the key comes back without one.
+		resp.Kv = &mvccpb.KeyValue{Key: old.Key, Value: old.Value}
+	}
+	for range restoreAttempts {
+		cur, err := s.store.Range(ctx, &pb.RangeRequest{Key: r.Key})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		var curMod int64
+		if len(cur.Kvs) == 1 {
+			curMod = cur.Kvs[0].ModRevision
+			if old != nil && bytes.Equal(cur.Kvs[0].Value, old.Value) {
+				return resp, nil // already as it was
+			}
+		} else if old == nil {
+			return resp, nil // already absent
+		}
+		op := &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: r.Key}}}
+		if old != nil {
+			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: old.Value}}}
+		}
+		// Only over the state just read: a concurrent writer wins, and the
+		// restore looks again.
+		txn, err := s.store.Txn(ctx, &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}},
+			Success: []*pb.RequestOp{op},
+		})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if txn.Succeeded {
+			resp.NewRevision = txn.Header.Revision
+			if resp.Kv != nil {
+				// Report the state as written, with its new revision and version.
+				got, err := s.store.KeyAt(ctx, r.Key, resp.NewRevision)
+				if err != nil {
+					return nil, toStatus(err)
+				}
+				resp.Kv = got
+			}
+			return resp, nil
+		}
+	}
+	return nil, status.Errorf(codes.Aborted, "quantykube: %q kept changing during the restore; try again", r.Key)
+}
