@@ -814,7 +814,50 @@ history_checks() {
     log "history checks: not applicable (datastore is ${ETCD_ENDPOINT}, not bin/quantykube)"
     return 0
   fi
-  log "history checks: none defined yet"
+  local name=e2e-restored key uid before out uid2 data
+  key="/registry/configmaps/${NS}/${name}"
+  if ! k -n "${NS}" create configmap "${name}" --from-literal=state=precious >/dev/null; then
+    fail "history: create configmap ${name}"; return 0
+  fi
+  uid=$(k -n "${NS}" get configmap "${name}" -o jsonpath='{.metadata.uid}')
+  sleep 1
+  before=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+  sleep 1
+  if ! k -n "${NS}" delete configmap "${name}" --wait=true >/dev/null; then
+    fail "history: delete configmap ${name}"; return 0
+  fi
+  if ! wait_until 30 not_found configmap "${name}" -n "${NS}"; then
+    fail "history: configmap ${name} still visible after delete"; return 0
+  fi
+  if out=$(timeout 30 "${QK_BIN}" history log "${key}" --endpoints "${ETCD_ENDPOINT}" -o json 2>&1) &&
+    grep -q '"deleted"' <<<"${out}"; then
+    pass "history: log of ${key} shows the create and the delete"
+  else
+    fail "history: log of ${key}: $(oneline "${out}")"
+  fi
+  if ! out=$(timeout 30 "${QK_BIN}" history restore "${key}" --at "${before}" --endpoints "${ETCD_ENDPOINT}" 2>&1); then
+    fail "history: restore ${key} --at ${before}: $(oneline "${out}")"; return 0
+  fi
+  pass "history: restore ${key} as of ${before}"
+  # The apiserver's watch cache must follow the restore like any write.
+  local i
+  uid2=""
+  for ((i = 0; i < 30; i++)); do
+    uid2=$(k -n "${NS}" get configmap "${name}" -o jsonpath='{.metadata.uid}' 2>/dev/null) && [[ -n ${uid2} ]] && break
+    sleep 1
+  done
+  data=$(k -n "${NS}" get configmap "${name}" -o jsonpath='{.data.state}' 2>/dev/null)
+  if [[ -n ${uid} && ${uid2} == "${uid}" && ${data} == precious ]]; then
+    pass "history: kubectl sees the restored configmap with the same uid (${uid}) and data"
+  else
+    fail "history: after restore: uid '${uid2}' (want '${uid}'), data '${data}' (want precious)"
+  fi
+  # The restored object is an ordinary object: it can be updated again.
+  if k -n "${NS}" label configmap "${name}" restored=yes >/dev/null; then
+    pass "history: the restored configmap accepts an update"
+  else
+    fail "history: update of the restored configmap"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
