@@ -66,7 +66,9 @@ func serve(args []string) error {
 	var cfg server.Config
 	var debug bool
 	fs.StringVar(&cfg.ListenAddress, "listen-address", server.DefaultListenAddress, "address to serve the etcd API on: host:port or unix:///path")
-	fs.StringVar(&cfg.Endpoint, "endpoint", server.DefaultEndpoint, "database: sqlite://path")
+	fs.StringVar(&cfg.Endpoint, "endpoint", server.DefaultEndpoint, "database: sqlite://path or postgres://user:pass@host:port/db?sslmode=...")
+	fs.IntVar(&cfg.DatastoreMaxOpenConns, "datastore-max-open-connections", 0, "postgres: most connections of the read pool (default max(8, 4*GOMAXPROCS); the writer and the listener take one more each)")
+	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every session (0: the server's setting)")
 	fs.StringVar(&cfg.CertFile, "cert-file", "", "serving TLS certificate")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "serving TLS key")
 	fs.StringVar(&cfg.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates")

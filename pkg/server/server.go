@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/history"
@@ -62,6 +64,12 @@ type Config struct {
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// DatastoreMaxOpenConns bounds the read pool of a postgres:// endpoint
+	// (0: the default, max(8, 4*GOMAXPROCS)).
+	DatastoreMaxOpenConns int
+	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
+	// sessions (0: the server's setting).
+	DatastoreStatementTimeout time.Duration
 }
 
 // Server is a running QuantyKube.
@@ -79,6 +87,11 @@ type Server struct {
 
 // OpenStore opens the database a DSN names.
 func OpenStore(ctx context.Context, dsn string, opts drivers.Options) (*drivers.Store, error) {
+	return openStore(ctx, Config{Endpoint: dsn}, opts)
+}
+
+func openStore(ctx context.Context, cfg Config, opts drivers.Options) (*drivers.Store, error) {
+	dsn := cfg.Endpoint
 	var d drivers.Dialect
 	switch {
 	case strings.HasPrefix(dsn, "sqlite://"):
@@ -88,9 +101,13 @@ func OpenStore(ctx context.Context, dsn string, opts drivers.Options) (*drivers.
 		}
 		d = sd
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return nil, errors.New("the postgres dialect is not built into this version of quantykube yet; use sqlite://")
+		pd, err := postgres.New(dsn, postgres.Options{MaxOpenConns: cfg.DatastoreMaxOpenConns, StatementTimeout: cfg.DatastoreStatementTimeout})
+		if err != nil {
+			return nil, err
+		}
+		d = pd
 	default:
-		return nil, fmt.Errorf("endpoint %q: unknown scheme (want sqlite://path)", dsn)
+		return nil, errors.New("endpoint: unknown scheme (want sqlite://path or postgres://...)")
 	}
 	return drivers.Open(ctx, d, opts)
 }
@@ -118,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(ctx, cfg.Endpoint, drivers.Options{
+	store, err := openStore(ctx, cfg, drivers.Options{
 		Logger:         cfg.Logger,
 		Retain:         cfg.Retain,
 		RetainPrefixes: cfg.RetainPrefixes,
@@ -152,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()
-	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", cfg.Endpoint, "revision", store.Rev())
+	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", redactDSN(cfg.Endpoint), "revision", store.Rev())
 	return s, nil
 }
 
@@ -249,4 +266,16 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
+}
+
+// redactDSN hides a password in an endpoint URL before it is logged.
+func redactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "sqlite://") {
+		return dsn
+	}
+	u, err := neturl.Parse(dsn)
+	if err != nil {
+		return "(unparsable endpoint)"
+	}
+	return u.Redacted()
 }

@@ -132,6 +132,16 @@ func (d *Dialect) Migrations() [][]string {
 			id BIGINT NOT NULL PRIMARY KEY,
 			ttl BIGINT NOT NULL,
 			renewed_ms BIGINT NOT NULL DEFAULT ` + nowMs + `)`,
+	}, {
+		// History: revision by time, and retention's per-rule progress
+		// (the same schema version as SQLite's).
+		`CREATE INDEX log_unix_ms ON log (unix_ms, rev)`,
+		`CREATE TABLE retention (
+			prefix BYTEA NOT NULL PRIMARY KEY,
+			floor BIGINT NOT NULL,
+			floor_unix_ms BIGINT NOT NULL,
+			cursor BIGINT NOT NULL)`,
+		`INSERT INTO meta (name, value) VALUES ('retain_floor', 0)`,
 	}}
 }
 
