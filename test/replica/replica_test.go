@@ -370,4 +370,3 @@ func TestReplicaLeasesAndCompact(t *testing.T) {
 
 // tailWait is more than the replicas' safety-net poll.
 const tailWait = 1500 * time.Millisecond
-
