@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance e2e proto proto-check ci bench
+.PHONY: build run test lint conformance conformance-sqlite conformance-postgres e2e proto proto-check ci bench
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -13,8 +13,10 @@ build:
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
 
-# Unit and integration tests through the real etcd client, and the
-# kill -9 crash test.
+# Unit and integration tests through the real etcd client (on SQLite, then
+# on PostgreSQL: QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
+# /usr/lib/postgresql/15/bin, else a loud skip; CI=true fails instead), the
+# replica and PostgreSQL-restart tests, and the kill -9 crash test.
 test: lint
 	$(GO) test -count=1 -timeout 15m ./...
 
@@ -24,9 +26,15 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
-# against QuantyKube, unpatched.
-conformance:
-	bash scripts/conformance.sh
+# against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
+# cluster unless QUANTY_TEST_POSTGRES_DSN names a server).
+conformance: conformance-sqlite conformance-postgres
+
+conformance-sqlite:
+	QUANTYKUBE_CONFORMANCE_BACKEND=quantykube bash scripts/conformance.sh
+
+conformance-postgres:
+	QUANTYKUBE_CONFORMANCE_BACKEND=postgres bash scripts/conformance.sh
 
 # kube-apiserver v1.37.2 on QuantyKube, driven by kubectl.
 e2e:

@@ -10,8 +10,14 @@
 # directives, and `go test` the suite.
 #
 # Environment:
-#   QUANTYKUBE_CONFORMANCE_BACKEND  quantykube (default) | etcd (reference run
-#                                   against a real embedded etcd, proves the harness)
+#   QUANTYKUBE_CONFORMANCE_BACKEND  quantykube (default, SQLite) | postgres (QuantyKube
+#                                   on PostgreSQL, a fresh database per test) | etcd
+#                                   (reference run against a real embedded etcd,
+#                                   proves the harness)
+#   QUANTY_TEST_POSTGRES_DSN        postgres backend: the server to make test databases
+#                                   on; unset: a throwaway cluster is started from
+#                                   /usr/lib/postgresql/15/bin (as the postgres user
+#                                   when root) and removed at exit
 #   CONFORMANCE_PKGS                packages to test (default ./pkg/storage/etcd3/...)
 #   CONFORMANCE_RUN                 optional -run regexp (for local debugging only)
 #   CONFORMANCE_TIMEOUT             go test -timeout (default 20m)
@@ -44,7 +50,7 @@ PKGS="${CONFORMANCE_PKGS:-./pkg/storage/etcd3/...}"
 TIMEOUT="${CONFORMANCE_TIMEOUT:-20m}"
 BACKEND="${QUANTYKUBE_CONFORMANCE_BACKEND:-quantykube}"
 export QUANTYKUBE_CONFORMANCE_BACKEND="$BACKEND"
-case "$BACKEND" in quantykube | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube or etcd" ;; esac
+case "$BACKEND" in quantykube | postgres | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube, postgres or etcd" ;; esac
 
 # ---- prerequisites -----------------------------------------------------------
 command -v go >/dev/null 2>&1 || die "'go' is not on PATH (Go 1.$MIN_GO_MINOR+ is required)"
@@ -116,6 +122,20 @@ step "editing the copy's go.mod (require + replace $OUR_CONF_MODULE and $OUR_MOD
 	step "go mod tidy (in the copy)"
 	go mod tidy
 ) || die "preparing the copy's go.mod failed (see above)"
+
+# ---- 3b. PostgreSQL for the postgres backend ----------------------------------
+if [ "$BACKEND" = postgres ] && [ -z "${QUANTY_TEST_POSTGRES_DSN:-}" ]; then
+	PGBIN="${QUANTY_TEST_POSTGRES_BIN:-/usr/lib/postgresql/15/bin}"
+	[ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] ||
+		die "backend=postgres: QUANTY_TEST_POSTGRES_DSN is unset and there are no PostgreSQL server binaries in $PGBIN"
+	step "starting a throwaway PostgreSQL cluster ($PGBIN)"
+	pgout="$(cd "$ROOT" && go run ./test/pgtest/pgcluster start)" || die "could not start a PostgreSQL cluster (see above)"
+	QUANTY_TEST_POSTGRES_DSN="${pgout%% *}"
+	PGDIR="${pgout#* }"
+	export QUANTY_TEST_POSTGRES_DSN
+	trap '(cd "$ROOT" && go run ./test/pgtest/pgcluster stop "$PGDIR") || true' EXIT
+	step "PostgreSQL at $QUANTY_TEST_POSTGRES_DSN"
+fi
 
 # ---- 4. run the suite --------------------------------------------------------
 LOG="$SCRATCH/conformance-$BACKEND.log"

@@ -137,6 +137,16 @@ func StartCluster(ctx context.Context, bin string) (*Cluster, error) {
 	return nil, err
 }
 
+// Attach sets up c (with Dir set) to control an existing cluster.
+func (c *Cluster) Attach(bin string) {
+	c.bin, c.uid, c.gid = bin, -1, -1
+	if st, err := os.Stat(c.Dir); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && sys.Uid != 0 {
+			c.uid, c.gid = int(sys.Uid), int(sys.Gid)
+		}
+	}
+}
+
 func (c *Cluster) data() string { return filepath.Join(c.Dir, "data") }
 
 func (c *Cluster) run(ctx context.Context, tool string, args ...string) ([]byte, error) {

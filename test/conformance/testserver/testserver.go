@@ -15,6 +15,9 @@
 //
 // Setting QUANTYKUBE_CONFORMANCE_BACKEND=etcd starts a real embedded etcd
 // instead: the reference run that proves the harness itself is sound.
+// QUANTYKUBE_CONFORMANCE_BACKEND=postgres starts QuantyKube on a fresh
+// PostgreSQL database per test, made on the server QUANTY_TEST_POSTGRES_DSN
+// names (scripts/conformance.sh starts a throwaway cluster for it).
 package testserver
 
 import (
@@ -38,19 +41,21 @@ import (
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 
 	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
-// BackendEnv selects what RunEtcd starts: "quantykube" (default) or "etcd".
+// BackendEnv selects what RunEtcd starts: "quantykube" (default, SQLite),
+// "postgres" (QuantyKube on PostgreSQL) or "etcd".
 const BackendEnv = "QUANTYKUBE_CONFORMANCE_BACKEND"
 
 func backend(t testing.TB) string {
 	switch b := os.Getenv(BackendEnv); b {
 	case "", "quantykube":
 		return "quantykube"
-	case "etcd":
-		return "etcd"
+	case "etcd", "postgres":
+		return b
 	default:
-		t.Fatalf("%s=%q: want quantykube or etcd", BackendEnv, b)
+		t.Fatalf("%s=%q: want quantykube, postgres or etcd", BackendEnv, b)
 		return ""
 	}
 }
@@ -172,9 +177,13 @@ func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	dir := t.TempDir()
 
 	logs := &testLogWriter{t: t}
+	endpoint := "sqlite://" + filepath.Join(dir, "state.db")
+	if backend(t) == "postgres" {
+		endpoint = postgresDatabase(t)
+	}
 	scfg := server.Config{
 		ListenAddress: "127.0.0.1:0",
-		Endpoint:      "sqlite://" + filepath.Join(dir, "state.db"),
+		Endpoint:      endpoint,
 		Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if tls := cfg.ClientTLSInfo; !tls.Empty() {
@@ -230,4 +239,26 @@ func trimNewline(p []byte) []byte {
 		return p[:n-1]
 	}
 	return p
+}
+
+// postgresDatabase makes a database for one test on the server named by
+// QUANTY_TEST_POSTGRES_DSN and drops it when the test ends.
+func postgresDatabase(t testing.TB) string {
+	t.Helper()
+	admin := os.Getenv(pgtest.EnvDSN)
+	if admin == "" {
+		t.Fatalf("%s=postgres needs %s", BackendEnv, pgtest.EnvDSN)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn, err := pgtest.CreateDatabase(ctx, admin, "conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = pgtest.DropDatabase(ctx, admin, dsn)
+	})
+	return dsn
 }
