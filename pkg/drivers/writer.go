@@ -187,6 +187,11 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		w.lastUnixMs = max(w.lastUnixMs, st.LastUnixMs)
 	}
 	tx := cachedTx{tx: sqltx, c: w.s.wstmts, local: map[string]*sql.Stmt{}}
+	if w.s.sh != nil {
+		// pgx already keeps a prepared statement per query and connection;
+		// preparing per batch would only add round trips.
+		tx.local = nil
+	}
 	startRev, startCompact := w.rev, w.compact
 	w.ctx, w.tx = ctx, tx
 	w.cache = make(map[string]*row)
