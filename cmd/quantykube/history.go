@@ -307,17 +307,19 @@ func (h *historyConn) explain(err error) error {
 	if !ok {
 		return err
 	}
+	// The server names itself; main prefixes every error with the name.
+	msg := strings.TrimPrefix(st.Message(), "quantykube: ")
 	switch st.Code() {
-	case codes.OutOfRange, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition:
-		return errors.New(st.Message())
+	case codes.OutOfRange, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.Aborted:
+		return errors.New(msg)
 	case codes.Unimplemented:
-		return fmt.Errorf("%s does not serve quantykube.History (an etcd, or a quantykube without history?): %s", h.endpoint, st.Message())
+		return fmt.Errorf("%s does not serve quantykube.History (an etcd, or a quantykube without history?): %s", h.endpoint, msg)
 	case codes.Unavailable:
-		return fmt.Errorf("%s unavailable: %s", h.endpoint, dialReason(st.Message()))
+		return fmt.Errorf("%s unavailable: %s", h.endpoint, dialReason(msg))
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: no answer within --command-timeout %v", h.endpoint, h.timeout)
 	default:
-		return fmt.Errorf("%s: %s: %s", h.endpoint, st.Code(), st.Message())
+		return fmt.Errorf("%s: %s: %s", h.endpoint, st.Code(), msg)
 	}
 }
 

@@ -356,7 +356,7 @@ func (f *fakeHistory) Log(_ context.Context, req *historypb.Request) (*historypb
 }
 
 func (f *fakeHistory) Get(context.Context, *historypb.Request) (*historypb.GetResponse, error) {
-	return nil, status.Error(codes.OutOfRange, "revision 3 is older than the oldest retained revision 10 (2025-03-10T09:46:40Z)")
+	return nil, status.Error(codes.OutOfRange, "quantykube: revision 3 is older than the oldest retained revision 10 (2025-03-10T09:46:40Z)")
 }
 
 func startFake(t *testing.T, f *fakeHistory) *historyConn {

@@ -208,3 +208,31 @@ func TestLogPrefixAndRange(t *testing.T) {
 	_, err = e.hist.Log(ctx, &historypb.Request{Key: []byte("/p/"), Revision: 2, UnixMs: clk.nowMs()})
 	wantCode(t, err, codes.InvalidArgument, "Log with revision and unix_ms")
 }
+
+// TestLogSinceQuietPeriod: a Log from a past time after which nothing was
+// written lists nothing; it is not a future revision.
+func TestLogSinceQuietPeriod(t *testing.T) {
+	clk := newClock()
+	e := startEnv(t, server.Config{}, clk)
+	clk.advance(time.Second)
+	e.put("/q/k", "v")
+	clk.advance(10 * time.Second)
+	for _, req := range []*historypb.Request{
+		{Key: []byte("/q/k"), UnixMs: clk.nowMs() - 5000},
+		{Key: []byte("/q/k"), UnixMs: clk.nowMs()},
+		{Key: []byte("/q/"), RangeEnd: []byte("/q0"), UnixMs: clk.nowMs() - 5000},
+	} {
+		resp, err := e.hist.Log(testCtx(t), req)
+		if err != nil {
+			t.Fatalf("Log(%v) from a past time with no change since: %v, want an empty page", req, err)
+		}
+		if len(resp.Entries) != 0 || resp.Continue != "" {
+			t.Fatalf("Log(%v): %d entries, continue %q; want none", req, len(resp.Entries), resp.Continue)
+		}
+	}
+	// Likewise on a store that was never written.
+	e2 := startEnv(t, server.Config{}, newClock())
+	if _, err := e2.hist.Log(testCtx(t), &historypb.Request{Key: []byte("/q/k"), UnixMs: clockStart.UnixMilli() - 60000}); err != nil {
+		t.Fatalf("Log of an empty store from a past time: %v", err)
+	}
+}
