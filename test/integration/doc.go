@@ -1,0 +1,12 @@
+// Package integration holds QuantyKube's integration tests. They speak to a
+// running server through the real etcd client (go.etcd.io/etcd/client/v3)
+// and assert etcd's real behaviour: revisions, counts, values and the exact
+// error texts that kube-apiserver and other clients match on.
+//
+// By default every test starts an in-process QuantyKube on a fresh SQLite
+// file. With QUANTY_TEST_ETCD_BIN=/path/to/etcd every test instead starts that
+// etcd binary with a fresh --data-dir on free loopback ports, so the same
+// assertions can be checked against the reference implementation:
+//
+//	QUANTY_TEST_ETCD_BIN=/tmp/etcd go test ./test/integration/
+package integration
