@@ -9,4 +9,14 @@
 // assertions can be checked against the reference implementation:
 //
 //	QUANTY_TEST_ETCD_BIN=/tmp/etcd go test ./test/integration/
+//
+// Otherwise the suite is a matrix over the storage backends (backend_test.go):
+// after the SQLite pass, TestMain runs the same test binary again with
+// QUANTY_TEST_BACKEND=postgres, each test server on a fresh PostgreSQL
+// database made on QUANTY_TEST_POSTGRES_DSN's server or on a throwaway
+// cluster started from /usr/lib/postgresql/15/bin. Without either it prints
+// POSTGRES TESTS SKIPPED (and fails under CI=true). One backend only:
+//
+//	QUANTY_TEST_SKIP_POSTGRES=1 go test ./test/integration/
+//	QUANTY_TEST_BACKEND=postgres QUANTY_TEST_POSTGRES_DSN=postgres://... go test ./test/integration/
 package integration
