@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,13 +104,8 @@ func (c *connFlags) register(fs *pflag.FlagSet, outputs ...string) {
 }
 
 func (c *connFlags) check() error {
-	for _, o := range c.outputs {
-		if c.output == o {
-			break
-		}
-		if o == c.outputs[len(c.outputs)-1] {
-			return fmt.Errorf("--output %q: want one of %s", c.output, strings.Join(c.outputs, ", "))
-		}
+	if !slices.Contains(c.outputs, c.output) {
+		return fmt.Errorf("--output %q: want one of %s", c.output, strings.Join(c.outputs, ", "))
 	}
 	if len(c.endpoints) == 0 {
 		return errors.New("--endpoints: no endpoint")
