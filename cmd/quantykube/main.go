@@ -31,6 +31,7 @@ const usage = `quantykube: the etcd v3 API on an SQL revision log
 
 Usage:
   quantykube serve [flags]     serve the etcd v3 gRPC API
+  quantykube history COMMAND   read and restore retained history (log, get, restore)
   quantykube version           print the version
 
 Run 'quantykube serve --help' for the flags.

@@ -80,6 +80,36 @@ func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64
 	return max(rev, f.Rev), nil
 }
 
+// rangeFloor is the highest floor among the rules whose keys kr touches.
+func (s *Store) rangeFloor(kr KeyRange) Floor {
+	var floor Floor
+	for _, r := range s.rules {
+		if r.overlaps(kr) {
+			if f := r.floor(); f.Rev > floor.Rev {
+				floor = f
+			}
+		}
+	}
+	return floor
+}
+
+// FirstRevisionFrom is the oldest revision committed at or after unixMs,
+// for listing the changes in kr from that time on; ok is false when
+// nothing has been committed since.
+func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error) {
+	if now := s.opts.Now().UnixMilli(); unixMs > now {
+		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is in the future (the server's time is %s)", fmtMs(unixMs), fmtMs(now))}
+	}
+	if f := s.rangeFloor(kr); f.Rev > 0 && unixMs < f.UnixMs {
+		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
+	}
+	err = s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev FROM log WHERE unix_ms >= ? ORDER BY unix_ms, rev LIMIT 1`), unixMs).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return rev, err == nil, err
+}
+
 // KeyAt is key as it was at rev; nil if it did not exist then.
 func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	if err := s.checkRev(ctx, key, rev); err != nil {
@@ -120,15 +150,7 @@ func (s *Store) KeyLog(ctx context.Context, kr KeyRange, fromRev, afterRev, afte
 	}
 	if fromRev > 0 {
 		// The floor that matters is the highest of the rules the range touches.
-		var floor Floor
-		for _, r := range s.rules {
-			if r.overlaps(kr) {
-				if f := r.floor(); f.Rev > floor.Rev {
-					floor = f
-				}
-			}
-		}
-		if fromRev < floor.Rev {
+		if floor := s.rangeFloor(kr); fromRev < floor.Rev {
 			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", fromRev, floor.Rev, fmtMs(floor.UnixMs))}
 		}
 	}

@@ -118,20 +118,25 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 	case limit > MaxLogLimit:
 		limit = MaxLogLimit
 	}
+	kr := drivers.NewKeyRange(r.Key, r.RangeEnd)
 	from := r.Revision
 	if r.UnixMs != 0 {
-		rev, err := s.store.RevisionAt(ctx, r.Key, r.UnixMs)
+		// Changes from that time on: the first revision committed at or
+		// after it. None yet is an empty page, not an error.
+		rev, ok, err := s.store.FirstRevisionFrom(ctx, kr, r.UnixMs)
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		// Changes from that time on: the first revision after the state at it.
-		from = rev + 1
+		if !ok {
+			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
+		}
+		from = rev
 	}
 	afterRev, afterSub, err := parseContinue(r.Continue)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.store.KeyLog(ctx, drivers.NewKeyRange(r.Key, r.RangeEnd), from, afterRev, afterSub, limit, MaxLogBytes)
+	page, err := s.store.KeyLog(ctx, kr, from, afterRev, afterSub, limit, MaxLogBytes)
 	if err != nil {
 		return nil, toStatus(err)
 	}
