@@ -2,6 +2,8 @@ package drivers
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -100,14 +102,53 @@ func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Eve
 
 func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
 	cond, args := s.q.where("l.key", kr, []any{from, to})
-	evs, _, err := s.logEvents(ctx, `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
-	return evs, err
+	q, args := s.logEventsSQL(`l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
+	if err := s.rstmts.warm(ctx, q, floorSQL); err != nil {
+		return nil, err
+	}
+	// The events and the retention floor come from one snapshot: pruning
+	// raises the floor in the transaction that removes rows, so a read that
+	// may have missed rows always sees the floor above where it started, on
+	// this replica or any other.
+	sqltx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sqltx.Rollback()
+	tx := cachedTx{tx: sqltx, c: s.rstmts}
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	evs, _, err := scanEvents(rows)
+	if err != nil {
+		return nil, err
+	}
+	var floor int64
+	if err := tx.QueryRowContext(ctx, floorSQL).Scan(&floor); err != nil {
+		return nil, err
+	}
+	if from < floor {
+		return nil, &BelowFloorError{Floor: max(floor, s.compact.Load())}
+	}
+	return evs, nil
 }
 
-// logEvents reads log rows matching where (on alias l), in (rev, sub)
+const floorSQL = `SELECT value FROM meta WHERE name = 'retain_floor'`
+
+// BelowFloorError is a watch that fell below the retention floor: the
+// history it needs is gone, and etcd's answer is to cancel it with the
+// compact revision.
+type BelowFloorError struct{ Floor int64 }
+
+func (e *BelowFloorError) Error() string {
+	return fmt.Sprintf("history below revision %d has been pruned", e.Floor)
+}
+
+// logEventsSQL selects log rows matching where (on alias l), in (rev, sub)
 // order, at most limit (0: all), each with its prev_kv: the key's row just
-// before it, unless that was a delete. It also returns each row's sub.
-func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
+// before it, unless that was a delete.
+func (s *Store) logEventsSQL(where string, args []any, limit int) (string, []any) {
 	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
 			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
 		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
@@ -116,6 +157,13 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 		q += ` LIMIT ?`
 		args = append(args, limit)
 	}
+	return q, args
+}
+
+// logEvents runs logEventsSQL on the reader pool; it also returns each
+// row's sub.
+func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
+	q, args := s.logEventsSQL(where, args, limit)
 	if err := s.rstmts.warm(ctx, q); err != nil {
 		return nil, nil, err
 	}
@@ -123,6 +171,10 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err != nil {
 		return nil, nil, err
 	}
+	return scanEvents(rows)
+}
+
+func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 	defer rows.Close()
 	var out []*Event
 	var subs []int64

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -227,6 +228,14 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		}
 		to := min(rev, w.next+catchUpRevisions-1)
 		evs, err := st.s.store.Events(ctx, w.next, to, w.kr)
+		var below *drivers.BelowFloorError
+		if errors.As(err, &below) {
+			delete(st.watchers, w.id)
+			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: below.Floor}); err != nil {
+				return false, err
+			}
+			continue
+		}
 		if err != nil {
 			return false, toGRPC(err)
 		}
