@@ -64,6 +64,7 @@ func run() error {
 	listOps := flag.Int("list-ops", 200, "list requests per list phase (at most)")
 	list100k := flag.Bool("list100k", false, "also list 10,000 of 100,000 keys (fills 100,000 keys per round: minutes on kine)")
 	rounds := flag.Int("rounds", 2, "rounds per target; each figure is the best")
+	bigRounds := flag.Int("list100k-rounds", 1, "rounds (from the first) that fill and list the 100,000 keys")
 	profileDir := flag.String("profile", "", "after the table, run the workload once more against QuantyKube (SQLite) served by this binary and write a CPU profile per phase into this directory")
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
@@ -169,7 +170,9 @@ func run() error {
 		tr := &targetResult{t: t}
 		for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
 			logf("%s: round %d of %d", t.name, r, *rounds)
-			rr := runRound(ctx, t, workDir, pg, r, cfg)
+			rcfg := cfg
+			rcfg.list100k = cfg.list100k && r <= *bigRounds
+			rr := runRound(ctx, t, workDir, pg, r, rcfg)
 			if rr.err != nil {
 				logf("%s: round %d: %v", t.name, r, rr.err)
 			}

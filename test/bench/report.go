@@ -149,8 +149,12 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 	if took > 0 {
 		fmt.Fprintf(w, ", %v", took.Round(time.Second))
 	}
-	fmt.Fprintf(w, "\n\n%d keys per write phase, %d-byte values, phases bounded at %v; best of %d round(s) per figure (lost/missed: worst round).\n\n",
+	fmt.Fprintf(w, "\n\n%d keys per write phase, %d-byte values, phases bounded at %v; best of %d round(s) per figure (lost/missed: worst round)",
 		cfg.keys, cfg.valueSize, cfg.phaseTime, maxRounds(results))
+	if cfg.list100k {
+		fmt.Fprint(w, "; list 10k/100k from the rounds that filled 100,000 keys (-list100k-rounds)")
+	}
+	fmt.Fprint(w, ".\n\n")
 
 	hdr := "| target | clients | create/s | create p99 | update/s | update p99 | get/s | get p99 | list 500/500 /s | list p99 |"
 	sep := "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
