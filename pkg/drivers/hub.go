@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 // Hub holds the most recent committed events in memory and wakes watchers
@@ -97,6 +99,7 @@ func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Eve
 	if evs, ok := s.hub.read(from, to, kr); ok {
 		return evs, nil
 	}
+	metrics.WatchLogReads.Inc()
 	return s.eventsFromLog(ctx, from, to, kr)
 }
 

@@ -150,3 +150,11 @@ func (t *leaseTable) replace(rows []LeaseRow) {
 	}
 	t.m = m
 }
+
+// LeaseCount is the number of live leases.
+func (s *Store) LeaseCount() int {
+	t := s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 // MinRetain is the least history a retention rule may keep: kube-apiserver's
@@ -237,5 +239,6 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	if err := tx.Commit(); err != nil {
 		return 0, false, err
 	}
+	metrics.PrunedRows.Add(float64(removed))
 	return removed, len(cands) < s.opts.PruneBatch, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 type writeKind int
@@ -146,7 +148,13 @@ func (w *writer) process(batch []*writeReq) {
 	if len(batch) == 0 {
 		return
 	}
+	start := time.Now()
 	results, err := w.commit(batch)
+	metrics.WriteBatchSize.Observe(float64(len(batch)))
+	metrics.CommitSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		metrics.CommitFailures.Inc()
+	}
 	var unknown *commitUnknown
 	if err != nil && len(batch) > 1 && !errors.As(err, &unknown) {
 		for _, r := range batch {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 type watchServer struct {
@@ -74,6 +75,7 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 			}
 		}
 	}()
+	defer func() { metrics.Watchers.Sub(float64(len(st.watchers))) }()
 	return st.run(ctx, recvErr)
 }
 
@@ -135,6 +137,13 @@ func (st *watchStream) run(ctx context.Context, recvErr <-chan error) error {
 	}
 }
 
+func (st *watchStream) remove(id int64) {
+	if _, ok := st.watchers[id]; ok {
+		delete(st.watchers, id)
+		metrics.Watchers.Dec()
+	}
+}
+
 func (st *watchStream) sorted() []*watcher {
 	ws := make([]*watcher, 0, len(st.watchers))
 	for _, w := range st.watchers {
@@ -157,7 +166,7 @@ func (st *watchStream) handle(req *pb.WatchRequest, rev int64) error {
 		if _, ok := st.watchers[id]; !ok {
 			return nil
 		}
-		delete(st.watchers, id)
+		st.remove(id)
 		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true})
 	case *pb.WatchRequest_ProgressRequest:
 		st.progressPending = true
@@ -215,6 +224,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true, CompactRevision: floor})
 	}
 	st.watchers[id] = w
+	metrics.Watchers.Inc()
 	return nil
 }
 
@@ -230,7 +240,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		evs, err := st.s.store.Events(ctx, w.next, to, w.kr)
 		var below *drivers.BelowFloorError
 		if errors.As(err, &below) {
-			delete(st.watchers, w.id)
+			st.remove(w.id)
 			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: below.Floor}); err != nil {
 				return false, err
 			}
@@ -242,7 +252,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		// Retention raises its floor before it removes rows: if the floor is
 		// now past where this watcher stands, the read may have missed some.
 		if w.next < st.s.store.RetainFloor() {
-			delete(st.watchers, w.id)
+			st.remove(w.id)
 			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: st.s.store.EtcdFloor()}); err != nil {
 				return false, err
 			}

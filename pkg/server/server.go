@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	neturl "net/url"
 	"os"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/history"
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 // DefaultEndpoint is where `quantykube serve` keeps its data.
@@ -61,6 +63,9 @@ type Config struct {
 	// Now is the store's clock: commit times and retention windows. Tests
 	// set it to move time; nil is the wall clock.
 	Now func() time.Time
+	// MetricsListenAddress, when set, serves Prometheus metrics at
+	// http://ADDRESS/metrics.
+	MetricsListenAddress string
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -81,6 +86,7 @@ type Server struct {
 	url       string
 	done      chan struct{}
 	serveErr  chan error
+	metrics   *http.Server
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -168,6 +174,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	history.New(store).Register(s.grpc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, hs)
+	metrics.SetSource(store)
+	if cfg.MetricsListenAddress != "" {
+		ml, err := net.Listen("tcp", cfg.MetricsListenAddress)
+		if err != nil {
+			lis.Close()
+			store.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go s.metrics.Serve(ml)
+		cfg.Logger.Info("serving metrics", "listen", "http://"+ml.Addr().String()+"/metrics")
+	}
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()
 	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", redactDSN(cfg.Endpoint), "revision", store.Rev())
 	return s, nil
@@ -201,6 +221,9 @@ func (s *Server) Close() error {
 			<-stopped
 		}
 		// The store finishes every request already queued before closing.
+		if s.metrics != nil {
+			s.metrics.Close()
+		}
 		s.closeErr = s.store.Close()
 	})
 	return s.closeErr

@@ -1,0 +1,91 @@
+// Package metrics holds QuantyKube's Prometheus metrics, served by
+// `quantykube serve --metrics-listen-address` at /metrics.
+package metrics
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry is the process's registry: one QuantyKube per process.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// WriteBatchSize is how many requests shared one commit.
+	WriteBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "quantykube_write_batch_size",
+		Help:    "Requests committed together in one database transaction (group commit).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+	})
+	// CommitSeconds is the time from BEGIN to a durable COMMIT of a batch.
+	CommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "quantykube_write_batch_seconds",
+		Help:    "Time to apply and durably commit one write batch.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	// CommitFailures counts batches the database refused.
+	CommitFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_write_batch_failures_total",
+		Help: "Write batches the database refused or that failed to commit.",
+	})
+	// PrunedRows counts log rows retention removed.
+	PrunedRows = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_retention_pruned_rows_total",
+		Help: "Log rows removed by retention.",
+	})
+	// Watchers is the number of open watches.
+	Watchers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_watchers",
+		Help: "Open watches on all streams.",
+	})
+	// WatchLogReads counts catch-up reads served from the log table because
+	// the in-memory ring no longer held the events.
+	WatchLogReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_watch_log_reads_total",
+		Help: "Watch catch-up reads that went to the database instead of the in-memory ring.",
+	})
+)
+
+func init() {
+	Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads,
+		gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
+		gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.EtcdFloor),
+		gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),
+		gaugeFunc("quantykube_leases", "Live leases.", func(s Source) int64 { return int64(s.LeaseCount()) }),
+	)
+}
+
+// Source is the store the gauges read.
+type Source interface {
+	Rev() int64
+	EtcdFloor() int64
+	RetainFloor() int64
+	LeaseCount() int
+}
+
+var source atomic.Pointer[Source]
+
+// SetSource points the gauges at a store (the last one set, in tests that
+// run several).
+func SetSource(s Source) { source.Store(&s) }
+
+func gaugeFunc(name, help string, f func(Source) int64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if s := source.Load(); s != nil {
+			return float64(f(*s))
+		}
+		return 0
+	})
+}
+
+// Handler serves the registry.
+func Handler() http.Handler {
+	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{})
+}

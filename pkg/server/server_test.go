@@ -1,0 +1,74 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/pkg/server"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The metrics endpoint reports the store's revision and its write batches.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	maddr := freeAddr(t)
+	s, err := server.Start(ctx, server.Config{
+		ListenAddress:        "127.0.0.1:0",
+		Endpoint:             "sqlite://" + filepath.Join(t.TempDir(), "s.db"),
+		MetricsListenAddress: maddr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if _, err := c.Put(ctx, "k", strings.Repeat("v", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := scrape(t, maddr)
+	for _, want := range []string{"quantykube_revision 4\n", "quantykube_etcd_floor_revision 0\n", "go_goroutines "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if !strings.Contains(body, "quantykube_write_batch_size_count ") || strings.Contains(body, "quantykube_write_batch_size_count 0\n") {
+		t.Errorf("no write batch observed:\n%s", body)
+	}
+}
