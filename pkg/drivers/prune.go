@@ -85,29 +85,13 @@ func ruleKey(r *retentionRule) []byte {
 }
 
 func (s *Store) pruneLoop() {
-	t := time.NewTicker(s.opts.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	s.every(s.opts.PruneInterval, func(ctx context.Context) {
 		if n, err := s.Prune(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Warn("retention pruning failed; will retry", "err", err)
 		} else if n > 0 {
 			s.log.Debug("retention pruned", "rows", n, "floor", s.RetainFloor())
 		}
-		cancel()
-	}
+	})
 }
 
 // Prune removes, for every rule, the log rows nobody can ask for any more:

@@ -620,21 +620,38 @@ func (s *Store) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, err
 }
 
 func (s *Store) expireLeases() {
-	t := time.NewTicker(s.opts.LeaseCheckInterval)
+	s.every(s.opts.LeaseCheckInterval, func(ctx context.Context) {
+		for _, id := range s.leases.expired() {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			res := s.submit(ctx, &writeReq{kind: wLeaseExpire, leaseID: id})
+			cancel()
+			if res.err != nil && !errors.Is(res.err, ErrLeaseNotFound) && !errors.Is(res.err, ErrClosed) && !errors.Is(res.err, context.Canceled) {
+				s.log.Warn("lease expiry failed; will retry", "lease", id, "err", res.err)
+			}
+		}
+	})
+}
+
+// every runs f each interval until the store closes; f's context ends
+// when it does.
+func (s *Store) every(interval time.Duration, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		for _, id := range s.leases.expired() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			res := s.submit(ctx, &writeReq{kind: wLeaseExpire, leaseID: id})
-			cancel()
-			if res.err != nil && !errors.Is(res.err, ErrLeaseNotFound) && !errors.Is(res.err, ErrClosed) {
-				s.log.Warn("lease expiry failed; will retry", "lease", id, "err", res.err)
-			}
+			f(ctx)
 		}
 	}
 }
