@@ -105,7 +105,9 @@ func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Eve
 
 func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
 	cond, args := s.q.where("l.key", kr, []any{from, to})
-	q, args := s.logEventsSQL(`l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
+	// A catch-up window is a few thousand revisions: read it by revision,
+	// never by scanning the watched prefix's whole history.
+	q, args := s.logEventsSQL(s.d.LogByRev("l"), `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
 	if err := s.rstmts.warm(ctx, q, floorSQL); err != nil {
 		return nil, err
 	}
@@ -148,13 +150,13 @@ func (e *BelowFloorError) Error() string {
 	return fmt.Sprintf("history below revision %d has been pruned", e.Floor)
 }
 
-// logEventsSQL selects log rows matching where (on alias l), in (rev, sub)
+// logEventsSQL selects log rows from from (aliased l) matching where, in (rev, sub)
 // order, at most limit (0: all), each with its prev_kv: the key's row just
 // before it, unless that was a delete.
-func (s *Store) logEventsSQL(where string, args []any, limit int) (string, []any) {
+func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string, []any) {
 	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
 			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
-		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
+		FROM ` + from + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
 		WHERE ` + where + ` ORDER BY l.rev, l.sub`
 	if limit > 0 {
 		q += ` LIMIT ?`
@@ -166,7 +168,7 @@ func (s *Store) logEventsSQL(where string, args []any, limit int) (string, []any
 // logEvents runs logEventsSQL on the reader pool; it also returns each
 // row's sub.
 func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q, args := s.logEventsSQL(where, args, limit)
+	q, args := s.logEventsSQL("log AS l", where, args, limit)
 	if err := s.rstmts.warm(ctx, q); err != nil {
 		return nil, nil, err
 	}

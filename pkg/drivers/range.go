@@ -222,12 +222,14 @@ func cmp64(a, b int64) int {
 // already its state at that revision. It scans the log from at onwards, which
 // for the revisions the apiserver pins (seconds old) is a handful of rows.
 func (s *Store) pastSQL(kr KeyRange, at int64, args []any) (string, []any) {
-	cond, args2 := s.q.where(s.d.NoIndex("key"), kr, nil)
+	cond, args2 := s.q.where("y.key", kr, nil)
+	// CROSS JOIN keeps SQLite's join order: the few changed keys drive the
+	// lookups, never a scan of the log.
 	sub := `SELECT l.key AS key, l.value AS value, l.create_rev AS create_rev, l.rev AS mod_rev, l.version AS version, l.lease AS lease
 		FROM (SELECT c.key AS k, (SELECT MAX(x.rev) FROM log x WHERE x.key = c.key AND x.rev <= ?) AS r
-		      FROM (SELECT DISTINCT key FROM log WHERE rev > ? AND ` + cond + `) c) t
-		JOIN log l ON l.key = t.k AND l.rev = t.r
-		WHERE l.deleted = 0`
+		      FROM (SELECT DISTINCT y.key FROM ` + s.d.LogByRev("y") + ` WHERE y.rev > ? AND ` + cond + `) c) t
+		CROSS JOIN log l
+		WHERE l.key = t.k AND l.rev = t.r AND l.deleted = 0`
 	args = append(args, at, at)
 	return sub, append(args, args2...)
 }

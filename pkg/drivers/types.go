@@ -117,8 +117,10 @@ type Dialect interface {
 	Migrations() [][]string
 	// Bind rewrites ? placeholders to the engine's own.
 	Bind(query string) string
-	// NoIndex wraps a column so the planner does not pick an index on it.
-	NoIndex(column string) string
+	// LogByRev is the log table as a FROM item read through its (rev, sub)
+	// index, for "keys changed since revision R": a planner that scans the
+	// (key, rev) index instead reads the whole history.
+	LogByRev(alias string) string
 	// Size reports the database's size on disk and the part of it in use.
 	Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error)
 	// Defragment returns free space to the operating system.

@@ -179,7 +179,8 @@ func (d *Dialect) Bind(q string) string {
 // NoIndex returns the column unchanged: PostgreSQL's planner weighs the
 // revision condition against the key range from statistics (and the actual
 // index bounds for revisions newer than the histogram).
-func (d *Dialect) NoIndex(c string) string { return c }
+// LogByRev needs no hint: Postgres' planner costs the rev range scan right.
+func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	err = db.QueryRowContext(ctx, `SELECT pg_database_size(current_database()),

@@ -119,9 +119,9 @@ func (d *Dialect) Migrations() [][]string {
 
 func (d *Dialect) Bind(q string) string { return q }
 
-// NoIndex uses SQLite's unary-plus idiom, which disqualifies an index on the
-// column without changing the value.
-func (d *Dialect) NoIndex(c string) string { return "+" + c }
+// LogByRev pins the index: for SELECT DISTINCT key, SQLite prefers a scan
+// of the covering (key, rev) index, which reads every revision ever kept.
+func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	var pages, free, size int64
