@@ -77,7 +77,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		opts.MaxBatch = 512
 	}
 	if opts.RingBytes <= 0 {
-		opts.RingBytes = 64 << 20
+		opts.RingBytes = 16 << 20
 	}
 	if opts.LeaseCheckInterval <= 0 {
 		opts.LeaseCheckInterval = 250 * time.Millisecond
