@@ -449,6 +449,7 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 	// Paged list with exact count, as the apiserver sends it: limit 500 on
 	// a prefix holding 500 keys.
 	var badList atomic.Int64
+	var badExample atomic.Value // string: the first wrong answer
 	lr.list = phase("list500", func() opStats {
 		return drive(ctx, cs, clients, max(cfg.listOps, 2*clients), cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
 			resp, err := c.Get(ctx, list500Prefix, clientv3.WithPrefix(), clientv3.WithLimit(500))
@@ -457,6 +458,7 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 			}
 			if resp.Count != 500 || len(resp.Kvs) != 500 || resp.More {
 				badList.Add(1)
+				badExample.CompareAndSwap(nil, fmt.Sprintf("list 500/500 answered count=%d kvs=%d more=%v", resp.Count, len(resp.Kvs), resp.More))
 			}
 			return nil
 		})
@@ -470,6 +472,7 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 				}
 				if resp.Count != int64(cfg.bigKeys) || len(resp.Kvs) != cfg.bigLimit || !resp.More {
 					badList.Add(1)
+					badExample.CompareAndSwap(nil, fmt.Sprintf("list 10k/100k answered count=%d kvs=%d more=%v", resp.Count, len(resp.Kvs), resp.More))
 				}
 				return nil
 			})
@@ -477,7 +480,8 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 	}
 	if b := badList.Load(); b > 0 {
 		lr.badRes += int(b)
-		lr.notes = append(lr.notes, fmt.Sprintf("%d lists with a wrong count or length", b))
+		ex, _ := badExample.Load().(string)
+		lr.notes = append(lr.notes, fmt.Sprintf("%d lists with a wrong count, length or more (first: %s)", b, ex))
 	}
 
 	// Watch accounting.
