@@ -149,10 +149,19 @@ func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {
 	}
 	removed := 0
 	for {
+		start := time.Now()
 		n, done, err := s.pruneBatch(ctx, r, f, maxID)
 		removed += n
 		if err != nil || done {
 			return removed, err
+		}
+		// Each batch holds the database's write lock, which the writer needs
+		// for every commit: rest three times as long as the batch took, so
+		// pruning a backlog takes at most a quarter of the writer's time.
+		select {
+		case <-ctx.Done():
+			return removed, ctx.Err()
+		case <-time.After(3 * time.Since(start)):
 		}
 	}
 }

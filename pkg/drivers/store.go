@@ -89,7 +89,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		opts.PruneInterval = 30 * time.Second
 	}
 	if opts.PruneBatch <= 0 {
-		opts.PruneBatch = 500
+		opts.PruneBatch = 200
 	}
 	wdb, rdb, err := d.Open(ctx)
 	if err != nil {
@@ -142,6 +142,15 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.tail.start()
+	}
+	if s.sh == nil {
+		// One writer connection: statements prepared on it now are reused
+		// by every batch's transaction without being parsed again.
+		if err := s.wstmts.warm(ctx, hotWriterSQL...); err != nil {
+			wdb.Close()
+			rdb.Close()
+			return nil, err
+		}
 	}
 	w := newWriter(s, st)
 	go w.run()

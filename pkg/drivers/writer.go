@@ -13,6 +13,20 @@ import (
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
+// The writer's hot statements, prepared once on its connection (SQLite).
+const (
+	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
+	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
+	sqlGetCurrent    = `SELECT value, create_rev, mod_rev, version, lease FROM current WHERE key = ?`
+	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
+	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
+	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
+	sqlLeaseExists   = `SELECT 1 FROM leases WHERE id = ?`
+	sqlUpsertCurrent = `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
+)
+
+var hotWriterSQL = []string{sqlSetRev, sqlSetLastUnixMs, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlLeaseExists, sqlUpsertCurrent}
+
 type writeKind int
 
 const (
@@ -228,10 +242,10 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		results[i] = res
 	}
 	if w.rev != startRev {
-		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'rev'`, w.rev); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlSetRev, w.rev); err != nil {
 			return fail(err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`, w.unixMs); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlSetLastUnixMs, w.unixMs); err != nil {
 			return fail(err)
 		}
 	}
@@ -362,7 +376,7 @@ func (w *writer) get(key []byte) (*row, error) {
 		return r, nil
 	}
 	kv := &mvccpb.KeyValue{Key: key}
-	err := w.tx.QueryRowContext(w.ctx, `SELECT value, create_rev, mod_rev, version, lease FROM current WHERE key = ?`, key).
+	err := w.tx.QueryRowContext(w.ctx, sqlGetCurrent, key).
 		Scan(&kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		w.cache[string(key)] = nil
@@ -403,12 +417,11 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 	if kv.Value == nil {
 		kv.Value = []byte{}
 	}
-	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`,
+	if _, err := w.tx.ExecContext(w.ctx, sqlInsertPut,
 		c.rev, c.sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, w.unixMs); err != nil {
 		return nil, dbErr(err)
 	}
-	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`,
+	if _, err := w.tx.ExecContext(w.ctx, sqlUpsertCurrent,
 		kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
 		return nil, dbErr(err)
 	}
@@ -425,11 +438,11 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 // deleteKeys removes the given current rows in revision c.
 func (w *writer) deleteKeys(c *change, prevs []*row) error {
 	for _, prev := range prevs {
-		if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`,
+		if _, err := w.tx.ExecContext(w.ctx, sqlInsertDelete,
 			c.rev, c.sub, prev.Key, w.unixMs); err != nil {
 			return dbErr(err)
 		}
-		if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM current WHERE key = ?`, prev.Key); err != nil {
+		if _, err := w.tx.ExecContext(w.ctx, sqlDeleteCurrent, prev.Key); err != nil {
 			return dbErr(err)
 		}
 		c.sub++
@@ -503,7 +516,7 @@ func (w *writer) leaseExists(id int64) (bool, error) {
 		return false, nil
 	}
 	var one int
-	err := w.tx.QueryRowContext(w.ctx, `SELECT 1 FROM leases WHERE id = ?`, id).Scan(&one)
+	err := w.tx.QueryRowContext(w.ctx, sqlLeaseExists, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
