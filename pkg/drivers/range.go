@@ -45,6 +45,9 @@ type RangeResult struct {
 
 // Range reads the latest state or a past revision, exactly as etcd does.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
+	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {
+		return res, err
+	}
 	if err := s.warmRange(ctx, r); err != nil {
 		return nil, err
 	}
@@ -60,6 +63,53 @@ func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, er
 		return nil, err
 	}
 	return s.rangeIn(ctx, tx, r, rev, compact)
+}
+
+// rangeLatest answers the commonest Range, a get of one key at the latest
+// revision, in one statement: one statement reads one snapshot, so the
+// revision comes from meta in the same SELECT and no transaction is needed.
+// ok is false for any other Range. (Ranges of many keys stay on the other
+// path: joined this way, SQLite sorts them again instead of reading the
+// index in order.)
+func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResult, bool, error) {
+	kr := NewKeyRange(r.Key, r.RangeEnd)
+	if r.Revision > 0 || r.CountOnly || len(r.Key) == 0 || !kr.Single() || !validSort(r) {
+		return nil, false, nil
+	}
+	order, filtered, _, sortByValue, keysOnly := rangePlan(r)
+	cols := "c.key, c.value, c.create_rev, c.mod_rev, c.version, c.lease"
+	if keysOnly {
+		cols = "c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease"
+	}
+	cond, args := s.q.where("c.key", kr, nil)
+	q := `SELECT m.rev, ` + cols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
+	if err := s.rstmts.warm(ctx, q); err != nil {
+		return nil, true, err
+	}
+	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
+	if err != nil {
+		return nil, true, err
+	}
+	defer rows.Close()
+	res := &RangeResult{}
+	var kvs []*mvccpb.KeyValue
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		var create, mod, version, lease sql.NullInt64
+		if err := rows.Scan(&res.Rev, &kv.Key, &kv.Value, &create, &mod, &version, &lease); err != nil {
+			return nil, true, err
+		}
+		if kv.Key == nil {
+			continue // the LEFT JOIN's row when no key matched
+		}
+		kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = create.Int64, mod.Int64, version.Int64, lease.Int64
+		kvs = append(kvs, kv)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, true, err
+	}
+	res.Count = int64(len(kvs))
+	return finishRange(res, kvs, r, order, sortByValue, filtered), true, nil
 }
 
 // metaSQL reads the revision and the etcd API's floor: the higher of
@@ -81,6 +131,29 @@ func (s *Store) warmRange(ctx context.Context, r *pb.RangeRequest) error {
 		}
 	}
 	return s.rstmts.warm(ctx, qs...)
+}
+
+// rangePlan is what a Range asks of SQL: the sort left to do in Go (NONE
+// when key order from the index suffices), whether revision filters apply,
+// the row limit SQL may use (0 when sorting or filtering needs every row),
+// and whether values must be read.
+func rangePlan(r *pb.RangeRequest) (order pb.RangeRequest_SortOrder, filtered bool, limit int64, sortByValue, keysOnly bool) {
+	order = r.SortOrder
+	switch {
+	case r.SortTarget != pb.RangeRequest_KEY && order == pb.RangeRequest_NONE:
+		order = pb.RangeRequest_ASCEND
+	case r.SortTarget == pb.RangeRequest_KEY && order == pb.RangeRequest_ASCEND:
+		order = pb.RangeRequest_NONE // rows already come in key order
+	}
+	filtered = r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
+	limit = r.Limit
+	if order != pb.RangeRequest_NONE || filtered || limit < 0 {
+		limit = 0 // sort and filter need every row; truncate afterwards
+	}
+	// keys_only still sorts by the values it does not return.
+	sortByValue = order != pb.RangeRequest_NONE && r.SortTarget == pb.RangeRequest_VALUE
+	keysOnly = r.KeysOnly && !sortByValue
+	return
 }
 
 func validSort(r *pb.RangeRequest) bool {
@@ -113,22 +186,7 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		return res, nil
 	}
 
-	order := r.SortOrder
-	switch {
-	case r.SortTarget != pb.RangeRequest_KEY && order == pb.RangeRequest_NONE:
-		order = pb.RangeRequest_ASCEND
-	case r.SortTarget == pb.RangeRequest_KEY && order == pb.RangeRequest_ASCEND:
-		order = pb.RangeRequest_NONE // rows already come in key order
-	}
-	filtered := r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
-	limit := r.Limit
-	if order != pb.RangeRequest_NONE || filtered || limit < 0 {
-		limit = 0 // sort and filter need every row; truncate afterwards
-	}
-
-	// keys_only still sorts by the values it does not return.
-	sortByValue := order != pb.RangeRequest_NONE && r.SortTarget == pb.RangeRequest_VALUE
-	keysOnly := r.KeysOnly && !sortByValue
+	order, filtered, limit, sortByValue, keysOnly := rangePlan(r)
 	var kvs []*mvccpb.KeyValue
 	if r.CountOnly || limit > 0 {
 		// Count is the whole range, however few rows the limit lets through.
@@ -153,6 +211,12 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		}
 		res.Count = int64(len(kvs))
 	}
+	return finishRange(res, kvs, r, order, sortByValue, filtered), nil
+}
+
+// finishRange applies what SQL did not: revision filters, sorts other than
+// by key, hiding values sorted on, and the limit.
+func finishRange(res *RangeResult, kvs []*mvccpb.KeyValue, r *pb.RangeRequest, order pb.RangeRequest_SortOrder, sortByValue, filtered bool) *RangeResult {
 	count := res.Count
 	if filtered {
 		out := kvs[:0]
@@ -182,7 +246,7 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		res.More = true
 	}
 	res.Kvs = kvs
-	return res, nil
+	return res
 }
 
 func sortKVs(kvs []*mvccpb.KeyValue, target pb.RangeRequest_SortTarget, desc bool) {
