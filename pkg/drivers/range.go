@@ -123,11 +123,20 @@ func (s *Store) warmRange(ctx context.Context, r *pb.RangeRequest) error {
 	if len(r.Key) == 0 || kr.Empty() {
 		return nil
 	}
+	_, _, limit, _, keysOnly := rangePlan(r)
+	pasts := []bool{false}
+	if r.Revision > 0 {
+		pasts = append(pasts, true) // unless it turns out to be the latest
+	}
 	qs := []string{metaSQL}
-	for _, past := range []bool{false, true} {
-		qs = append(qs, s.countSQL(kr, past))
-		for _, limited := range []bool{false, true} {
-			qs = append(qs, s.fetchSQL(kr, past, limited, r.KeysOnly), s.fetchSQL(kr, past, limited, false))
+	for _, past := range pasts {
+		if r.CountOnly || limit > 0 {
+			qs = append(qs, s.countSQL(kr, past))
+		}
+		// A limit at or above the count is dropped: both forms may run.
+		qs = append(qs, s.fetchSQL(kr, past, false, keysOnly))
+		if limit > 0 {
+			qs = append(qs, s.fetchSQL(kr, past, true, keysOnly))
 		}
 	}
 	return s.rstmts.warm(ctx, qs...)
