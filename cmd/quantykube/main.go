@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -80,6 +83,7 @@ func serve(args []string) error {
 	retainPrefix := fs.StringArray("retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
+	pprofAddr := fs.String("pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
 	fs.BoolVar(&debug, "debug", false, "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -100,6 +104,13 @@ func serve(args []string) error {
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *pprofAddr != "" {
+		closePprof, err := servePprof(*pprofAddr, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer closePprof()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(ctx, cfg)
@@ -116,4 +127,31 @@ func serve(args []string) error {
 		srv.Close()
 		return err
 	}
+}
+
+// servePprof serves the profiling handlers on their own mux, never on the
+// metrics or etcd listeners. Profiles expose memory contents and cost CPU,
+// so only a loopback address is accepted.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--pprof-address %q: must be a loopback address", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(l)
+	log.Info("serving pprof", "listen", "http://"+l.Addr().String()+"/debug/pprof/")
+	return func() { hs.Close() }, nil
 }
