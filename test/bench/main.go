@@ -65,7 +65,9 @@ func run() error {
 	list100k := flag.Bool("list100k", false, "also list 10,000 of 100,000 keys (fills 100,000 keys per round: minutes on kine)")
 	rounds := flag.Int("rounds", 2, "rounds per target; each figure is the best")
 	bigRounds := flag.Int("list100k-rounds", 1, "rounds (from the first) that fill and list the 100,000 keys")
-	profileDir := flag.String("profile", "", "after the table, run the workload once more against QuantyKube (SQLite) served by this binary and write a CPU profile per phase into this directory")
+	profileDir := flag.String("profile", "", "after the table, run the workload once more against QuantyKube served by this binary and write a CPU profile per phase into this directory")
+	profileTrace := flag.Bool("profile-trace", false, "with -profile: also write an execution trace per phase")
+	profileEngine := flag.String("profile-engine", "sqlite", "the profiled run's database: sqlite or postgres (a fresh database in the throwaway cluster)")
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
@@ -117,7 +119,11 @@ func run() error {
 			wantPG = false
 		}
 	}
-	if wantPG && *only != "" && !strings.Contains(*only, "postgres") {
+	profilePG := *profileDir != "" && *profileEngine == "postgres"
+	if *profileEngine != "sqlite" && *profileEngine != "postgres" {
+		return fmt.Errorf("-profile-engine %q: want sqlite or postgres", *profileEngine)
+	}
+	if wantPG && *only != "" && !strings.Contains(*only, "postgres") && !profilePG {
 		wantPG = false
 	}
 	if wantPG {
@@ -198,9 +204,16 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		t := profiledTarget(self, port, dir)
+		var ppg *pgCluster
+		if profilePG {
+			if pg == nil {
+				return fmt.Errorf("-profile-engine postgres: no PostgreSQL cluster (see -pg-bin)")
+			}
+			ppg = pg
+		}
+		t := profiledTarget(self, port, dir, ppg, *profileTrace)
 		logf("%s: one round, CPU profile per phase into %s", t.name, dir)
-		rr := runRound(ctx, t, workDir, nil, 1, cfg)
+		rr := runRound(ctx, t, workDir, ppg, 1, cfg)
 		if rr.err != nil {
 			return rr.err
 		}

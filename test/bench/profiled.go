@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"syscall"
 	"time"
@@ -22,17 +24,21 @@ import (
 
 // serveProfiled is `bench serve-profiled`: QuantyKube through the same
 // pkg/server.Start that cmd/quantykube calls, in its own process, plus a
-// loopback control endpoint that starts and stops a CPU profile per phase
-// (cmd/quantykube has no profiling flag).
+// loopback control endpoint that starts and stops a CPU profile per phase.
+// The control endpoint also serves net/http/pprof, for an execution trace of
+// a phase (the Postgres writer mostly waits on the network, which a CPU
+// profile does not show).
 //
 //	POST /start?name=create-c64   begins <profile-dir>/<name>.pprof
 //	POST /stop                    ends it
+//	GET  /debug/pprof/trace?seconds=3
 func serveProfiled(args []string) error {
 	fs := flag.NewFlagSet("serve-profiled", flag.ContinueOnError)
 	listen := fs.String("listen-address", "127.0.0.1:0", "etcd API address")
 	endpoint := fs.String("endpoint", "", "database DSN")
 	control := fs.String("control-address", "127.0.0.1:0", "loopback address of the profile control endpoint")
 	dir := fs.String("profile-dir", ".", "where CPU profiles are written")
+	withTrace := fs.Bool("trace", false, "also write an execution trace per phase (<name>.trace): where goroutines wait, which a CPU profile does not show")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +55,7 @@ func serveProfiled(args []string) error {
 		return fmt.Errorf("control address %q must be on loopback", *control)
 	}
 	var mu sync.Mutex
-	var cur *os.File
+	var cur, curTrace *os.File
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /start", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -70,6 +76,14 @@ func serveProfiled(args []string) error {
 			return
 		}
 		cur = f
+		if *withTrace {
+			tf, err := os.Create(filepath.Join(*dir, name+".trace"))
+			if err == nil && trace.Start(tf) != nil {
+				tf.Close()
+				tf = nil
+			}
+			curTrace = tf
+		}
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -80,7 +94,14 @@ func serveProfiled(args []string) error {
 		pprof.StopCPUProfile()
 		cur.Close()
 		cur = nil
+		if curTrace != nil {
+			trace.Stop()
+			curTrace.Close()
+			curTrace = nil
+		}
 	})
+	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
 	l, err := net.Listen("tcp", *control)
 	if err != nil {
 		return err
@@ -93,6 +114,10 @@ func serveProfiled(args []string) error {
 	if cur != nil {
 		pprof.StopCPUProfile()
 		cur.Close()
+	}
+	if curTrace != nil {
+		trace.Stop()
+		curTrace.Close()
 	}
 	mu.Unlock()
 	return nil

@@ -84,13 +84,21 @@ func quantykubeTarget(bin string, pg *pgCluster) target {
 // profiledTarget is QuantyKube served by this harness binary (same
 // pkg/server code as cmd/quantykube) so that a CPU profile can be written
 // per phase; see profiled.go.
-func profiledTarget(self string, control int, profileDir string) target {
+func profiledTarget(self string, control int, profileDir string, pg *pgCluster, withTrace bool) target {
 	t := target{name: "quantykube/sqlite (profiled)", engine: "sqlite", profiled: true, control: fmt.Sprintf("127.0.0.1:%d", control)}
-	t.start = func(ctx context.Context, dir, _ string, port int) (*exec.Cmd, error) {
+	if pg != nil {
+		t.name, t.engine = "quantykube/postgres (profiled)", "postgres"
+	}
+	t.start = func(ctx context.Context, dir, db string, port int) (*exec.Cmd, error) {
+		ep := "sqlite://" + filepath.Join(dir, "state.db")
+		if pg != nil {
+			ep = pg.url(db)
+		}
 		return command(ctx, dir, self, "serve-profiled",
 			"-listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-			"-endpoint", "sqlite://"+filepath.Join(dir, "state.db"),
-			"-control-address", t.control, "-profile-dir", profileDir)
+			"-endpoint", ep,
+			"-control-address", t.control, "-profile-dir", profileDir,
+			fmt.Sprintf("-trace=%t", withTrace))
 	}
 	return t
 }
