@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"sync"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Shared is implemented by dialects whose database several QuantyKube
@@ -30,8 +32,15 @@ type Shared interface {
 	// LockMigrate serializes schema migration between processes starting at
 	// once; it runs first in the migration transaction.
 	LockMigrate(ctx context.Context, tx *sql.Tx) error
-	// LockBatch runs first in every write transaction.
-	LockBatch(ctx context.Context, tx *sql.Tx) (BatchStart, error)
+	// LockBatch runs first in every write transaction. It also returns the
+	// current rows of keys (absent keys are left out): the batch's point
+	// reads, fetched in the statement that reads the committed state, so
+	// that compares cost no round trip each.
+	LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (BatchStart, []*mvccpb.KeyValue, error)
+	// WriteBatch applies w inside the batch's transaction, in as few round
+	// trips as the database allows (the writer calls it once per batch, and
+	// before any read of its own writes).
+	WriteBatch(ctx context.Context, tx *sql.Tx, w *BatchWrites) error
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
 	Notify(ctx context.Context, ex Execer, payload string) error
@@ -51,6 +60,39 @@ type Shared interface {
 // BatchStart is the committed state a write batch starts from.
 type BatchStart struct {
 	Rev, Compact, LastUnixMs int64
+}
+
+// BatchWrites is what a write batch on a shared database changes, held
+// back until the batch commits or reads its own writes: one statement
+// instead of a round trip per row.
+type BatchWrites struct {
+	UnixMs int64    // every log row's commit time
+	Log    []LogRow // in (rev, sub) order
+	// Put and Delete are the final state of each current row the writes
+	// changed; a key is in at most one of them.
+	Put    []*mvccpb.KeyValue
+	Delete [][]byte
+	// SetRev writes Rev and LastUnixMs (= UnixMs) to meta; SetCompact
+	// writes Compact.
+	SetRev     bool
+	Rev        int64
+	SetCompact bool
+	Compact    int64
+	// Notify, when not empty, is sent to the other replicas at commit.
+	Notify string
+}
+
+// empty reports whether there is nothing to send.
+func (w *BatchWrites) empty() bool {
+	return len(w.Log) == 0 && len(w.Put) == 0 && len(w.Delete) == 0 && !w.SetRev && !w.SetCompact && w.Notify == ""
+}
+
+// LogRow is one row of the log table (Value nil on a delete).
+type LogRow struct {
+	Rev, Sub                  int64
+	Key, Value                []byte
+	CreateRev, Version, Lease int64
+	Deleted                   bool
 }
 
 // LeaseRow is one persisted lease.

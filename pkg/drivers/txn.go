@@ -307,6 +307,11 @@ func (w *writer) exec(c *change, p *plan) (*pb.TxnResponse, error) {
 	for i, op := range p.ops {
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
+			// The range reads the tables: the batch's held-back writes
+			// (shared databases) must be there first.
+			if err := w.flush(); err != nil {
+				return nil, dbErr(err)
+			}
 			rev := c.headerRev(w.rev)
 			res, err := w.s.rangeIn(w.ctx, w.tx, v.RequestRange, rev, max(w.compact, w.s.RetainFloor()))
 			if err != nil {

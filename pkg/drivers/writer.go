@@ -108,6 +108,14 @@ type writer struct {
 	granted   map[int64]int64
 	revoked   map[int64]bool
 	compactTo int64
+
+	// Shared databases only: the batch's log rows and changed current rows,
+	// sent in one statement (sh.WriteBatch) when the batch ends or before
+	// it reads what it wrote. Every statement there is a network round
+	// trip; one per row was most of a batch's time.
+	pend    *BatchWrites
+	dirty   []string // keys whose current row changed and is not yet sent, in first-change order
+	isDirty map[string]bool
 }
 
 func newWriter(s *Store, st persisted) *writer {
@@ -197,16 +205,20 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	var prefetched []*row
+	var prefetchKeys [][]byte
 	if w.s.sh != nil {
 		// Other replicas may have committed since our last batch: take the
 		// database-wide write lock and start from what is committed.
-		st, err := w.s.sh.LockBatch(ctx, sqltx)
+		prefetchKeys = batchKeys(batch)
+		st, rows, err := w.s.sh.LockBatch(ctx, sqltx, prefetchKeys)
 		if err != nil {
 			sqltx.Rollback()
 			return nil, err
 		}
 		w.rev, w.compact = st.Rev, st.Compact
 		w.lastUnixMs = max(w.lastUnixMs, st.LastUnixMs)
+		prefetched = rows
 	}
 	tx := cachedTx{tx: sqltx, c: w.s.wstmts, local: map[string]*sql.Stmt{}}
 	if w.s.sh != nil {
@@ -216,7 +228,20 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 	}
 	startRev, startCompact := w.rev, w.compact
 	w.ctx, w.tx = ctx, tx
-	w.cache = make(map[string]*row)
+	w.cache = make(map[string]*row, len(prefetchKeys))
+	if w.s.sh != nil {
+		// Read under the batch lock, so no other writer changes them
+		// before this batch commits.
+		for _, k := range prefetchKeys {
+			w.cache[string(k)] = nil
+		}
+		for _, kv := range prefetched {
+			w.cache[string(kv.Key)] = kv
+		}
+		w.pend = &BatchWrites{}
+		w.dirty = w.dirty[:0]
+		w.isDirty = map[string]bool{}
+	}
 	w.events = w.events[:0]
 	w.granted = map[int64]int64{}
 	w.revoked = map[int64]bool{}
@@ -231,6 +256,7 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		sqltx.Rollback()
 		w.rev, w.compact = startRev, startCompact
 		w.tx = cachedTx{}
+		w.pend = nil
 		return nil, err
 	}
 	for i, r := range batch {
@@ -241,26 +267,33 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		res.rev = w.rev
 		results[i] = res
 	}
-	if w.rev != startRev {
-		if _, err := tx.ExecContext(ctx, sqlSetRev, w.rev); err != nil {
+	if w.s.sh != nil {
+		b := w.pend
+		b.SetRev, b.Rev = w.rev != startRev, w.rev
+		b.SetCompact, b.Compact = w.compactTo != startCompact, w.compactTo
+		if b.SetRev || b.SetCompact || len(w.granted) > 0 || len(w.revoked) > 0 {
+			b.Notify = w.s.tail.instance + notifyRev
+			if len(w.granted) > 0 || len(w.revoked) > 0 {
+				b.Notify = w.s.tail.instance + notifyLease
+			}
+		}
+		if err := w.flush(); err != nil {
 			return fail(err)
 		}
-		if _, err := tx.ExecContext(ctx, sqlSetLastUnixMs, w.unixMs); err != nil {
-			return fail(err)
+		w.pend = nil
+	} else {
+		if w.rev != startRev {
+			if _, err := tx.ExecContext(ctx, sqlSetRev, w.rev); err != nil {
+				return fail(err)
+			}
+			if _, err := tx.ExecContext(ctx, sqlSetLastUnixMs, w.unixMs); err != nil {
+				return fail(err)
+			}
 		}
-	}
-	if w.compactTo != startCompact {
-		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'compact'`, w.compactTo); err != nil {
-			return fail(err)
-		}
-	}
-	if w.s.sh != nil && (w.rev != startRev || w.compactTo != startCompact || len(w.granted) > 0 || len(w.revoked) > 0) {
-		kind := notifyRev
-		if len(w.granted) > 0 || len(w.revoked) > 0 {
-			kind = notifyLease
-		}
-		if err := w.s.sh.Notify(ctx, sqltx, w.s.tail.instance+kind); err != nil {
-			return fail(err)
+		if w.compactTo != startCompact {
+			if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE name = 'compact'`, w.compactTo); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if err := sqltx.Commit(); err != nil {
@@ -389,6 +422,81 @@ func (w *writer) get(key []byte) (*row, error) {
 	return kv, nil
 }
 
+// markDirty records that key's current row changed (its new state is in
+// w.cache, nil for deleted) and must be sent at the next flush.
+func (w *writer) markDirty(key []byte) {
+	if !w.isDirty[string(key)] {
+		w.isDirty[string(key)] = true
+		w.dirty = append(w.dirty, string(key))
+	}
+}
+
+// flush sends the held-back writes of a shared-database batch; a no-op on
+// SQLite, whose writes go out as they are made.
+func (w *writer) flush() error {
+	b := w.pend
+	if b == nil {
+		return nil
+	}
+	for _, k := range w.dirty {
+		if kv := w.cache[k]; kv != nil {
+			b.Put = append(b.Put, kv)
+		} else {
+			b.Delete = append(b.Delete, []byte(k))
+		}
+	}
+	if b.empty() {
+		return nil
+	}
+	b.UnixMs = w.unixMs
+	err := w.s.sh.WriteBatch(w.ctx, w.tx.tx, b)
+	*b = BatchWrites{Log: b.Log[:0], Put: b.Put[:0], Delete: b.Delete[:0]}
+	w.dirty = w.dirty[:0]
+	clear(w.isDirty)
+	return err
+}
+
+// batchKeys lists, once each, the single keys a batch's transactions
+// compare or put (nested ones too): the rows the writer will need.
+func batchKeys(batch []*writeReq) [][]byte {
+	seen := map[string]bool{}
+	var keys [][]byte
+	add := func(k []byte) {
+		if len(k) > 0 && !seen[string(k)] {
+			seen[string(k)] = true
+			keys = append(keys, k)
+		}
+	}
+	var walk func(t *pb.TxnRequest)
+	walk = func(t *pb.TxnRequest) {
+		for _, c := range t.Compare {
+			if len(c.RangeEnd) == 0 {
+				add(c.Key)
+			}
+		}
+		for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
+			for _, op := range ops {
+				switch v := op.Request.(type) {
+				case *pb.RequestOp_RequestPut:
+					if v.RequestPut != nil {
+						add(v.RequestPut.Key)
+					}
+				case *pb.RequestOp_RequestTxn:
+					if v.RequestTxn != nil {
+						walk(v.RequestTxn)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range batch {
+		if r.kind == wTxn && r.txn != nil {
+			walk(r.txn)
+		}
+	}
+	return keys
+}
+
 // change is one request's pending revision: rev is taken when the request
 // makes its first change, and every change in it shares that revision.
 type change struct {
@@ -417,13 +525,19 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 	if kv.Value == nil {
 		kv.Value = []byte{}
 	}
-	if _, err := w.tx.ExecContext(w.ctx, sqlInsertPut,
-		c.rev, c.sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, w.unixMs); err != nil {
-		return nil, dbErr(err)
-	}
-	if _, err := w.tx.ExecContext(w.ctx, sqlUpsertCurrent,
-		kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
-		return nil, dbErr(err)
+	if w.pend != nil {
+		w.pend.Log = append(w.pend.Log, LogRow{Rev: c.rev, Sub: c.sub, Key: kv.Key, Value: kv.Value,
+			CreateRev: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease})
+		w.markDirty(kv.Key)
+	} else {
+		if _, err := w.tx.ExecContext(w.ctx, sqlInsertPut,
+			c.rev, c.sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, w.unixMs); err != nil {
+			return nil, dbErr(err)
+		}
+		if _, err := w.tx.ExecContext(w.ctx, sqlUpsertCurrent,
+			kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
+			return nil, dbErr(err)
+		}
 	}
 	c.sub++
 	w.cache[string(kv.Key)] = kv
@@ -438,12 +552,17 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 // deleteKeys removes the given current rows in revision c.
 func (w *writer) deleteKeys(c *change, prevs []*row) error {
 	for _, prev := range prevs {
-		if _, err := w.tx.ExecContext(w.ctx, sqlInsertDelete,
-			c.rev, c.sub, prev.Key, w.unixMs); err != nil {
-			return dbErr(err)
-		}
-		if _, err := w.tx.ExecContext(w.ctx, sqlDeleteCurrent, prev.Key); err != nil {
-			return dbErr(err)
+		if w.pend != nil {
+			w.pend.Log = append(w.pend.Log, LogRow{Rev: c.rev, Sub: c.sub, Key: prev.Key, Deleted: true})
+			w.markDirty(prev.Key)
+		} else {
+			if _, err := w.tx.ExecContext(w.ctx, sqlInsertDelete,
+				c.rev, c.sub, prev.Key, w.unixMs); err != nil {
+				return dbErr(err)
+			}
+			if _, err := w.tx.ExecContext(w.ctx, sqlDeleteCurrent, prev.Key); err != nil {
+				return dbErr(err)
+			}
 		}
 		c.sub++
 		w.cache[string(prev.Key)] = nil
@@ -453,6 +572,9 @@ func (w *writer) deleteKeys(c *change, prevs []*row) error {
 }
 
 func (w *writer) scanRows(query string, args ...any) ([]*row, error) {
+	if err := w.flush(); err != nil {
+		return nil, dbErr(err)
+	}
 	rows, err := w.tx.QueryContext(w.ctx, query, args...)
 	if err != nil {
 		return nil, dbErr(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/drivers"
 )
@@ -204,15 +205,94 @@ func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 // LockBatch locks meta's rev row for the rest of the transaction: batches
 // of every replica commit one after another, each starting from the
 // revision the previous one committed.
-func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx) (drivers.BatchStart, error) {
+func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (drivers.BatchStart, []*mvccpb.KeyValue, error) {
 	var st drivers.BatchStart
 	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`).Scan(&st.Rev); err != nil {
-		return st, err
+		return st, nil, err
 	}
-	// READ COMMITTED: this statement's snapshot is taken after the lock.
-	err := tx.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`).
-		Scan(&st.Compact, &st.LastUnixMs)
-	return st, err
+	// READ COMMITTED: this statement's snapshot is taken after the lock,
+	// so the floors and rows it reads are what the previous batch (of any
+	// replica) committed. The row with a NULL key carries meta.
+	rows, err := tx.QueryContext(ctx, lockedStateSQL, keys)
+	if err != nil {
+		return st, nil, err
+	}
+	defer rows.Close()
+	var kvs []*mvccpb.KeyValue
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
+			return st, nil, err
+		}
+		if kv.Key == nil {
+			st.Compact, st.LastUnixMs = kv.CreateRevision, kv.ModRevision
+			continue
+		}
+		kvs = append(kvs, kv)
+	}
+	return st, kvs, rows.Err()
+}
+
+const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
+	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
+UNION ALL
+SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE key = ANY($1::bytea[])`
+
+// writeBatchSQL is a whole batch's writes as one statement: the log rows,
+// the final state of each changed current row, meta and the notification.
+// Its parts run on one snapshot and touch disjoint rows (a key is either
+// put or deleted), so their order does not matter. The text never changes,
+// so pgx prepares it once per connection.
+const writeBatchSQL = `WITH
+l AS (
+	INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms)
+	SELECT r, s, k, v, c, ver, ls, del, $1::bigint
+	FROM unnest($2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[], $9::smallint[])
+		AS t(r, s, k, v, c, ver, ls, del)
+),
+p AS (
+	INSERT INTO current (key, value, create_rev, mod_rev, version, lease)
+	SELECT * FROM unnest($10::bytea[], $11::bytea[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev,
+		mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease
+),
+d AS (
+	DELETE FROM current WHERE key = ANY($16::bytea[])
+),
+m AS (
+	UPDATE meta SET value = CASE name WHEN 'rev' THEN $17::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $18::bigint END
+	WHERE (name IN ('rev', 'last_unix_ms') AND $19::boolean) OR (name = 'compact' AND $20::boolean)
+)
+SELECT pg_notify('` + channel + `', $21::text) WHERE $21::text <> ''`
+
+// WriteBatch sends the batch in one round trip (see writeBatchSQL).
+func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *drivers.BatchWrites) error {
+	n := len(w.Log)
+	rev, sub, create, version, lease := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, values := make([][]byte, n), make([][]byte, n)
+	deleted := make([]int16, n)
+	for i, r := range w.Log {
+		rev[i], sub[i], keys[i], values[i] = r.Rev, r.Sub, r.Key, r.Value
+		create[i], version[i], lease[i] = r.CreateRev, r.Version, r.Lease
+		if r.Deleted {
+			deleted[i] = 1
+		}
+	}
+	m := len(w.Put)
+	pk, pv := make([][]byte, m), make([][]byte, m)
+	pc, pm, pver, pl := make([]int64, m), make([]int64, m), make([]int64, m), make([]int64, m)
+	for i, kv := range w.Put {
+		pk[i], pv[i], pc[i], pm[i], pver[i], pl[i] = kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
+	}
+	del := w.Delete
+	if del == nil {
+		del = [][]byte{}
+	}
+	_, err := tx.ExecContext(ctx, writeBatchSQL, w.UnixMs,
+		rev, sub, keys, values, create, version, lease, deleted,
+		pk, pv, pc, pm, pver, pl,
+		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify)
+	return err
 }
 
 func (d *Dialect) Notify(ctx context.Context, ex drivers.Execer, payload string) error {
