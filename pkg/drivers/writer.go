@@ -113,9 +113,10 @@ type writer struct {
 	// sent in one statement (sh.WriteBatch) when the batch ends or before
 	// it reads what it wrote. Every statement there is a network round
 	// trip; one per row was most of a batch's time.
-	pend    *BatchWrites
-	dirty   []string // keys whose current row changed and is not yet sent, in first-change order
-	isDirty map[string]bool
+	pend      *BatchWrites
+	pendBytes int      // keys and values held in pend, each counted for the log and for current
+	dirty     []string // keys whose current row changed and is not yet sent, in first-change order
+	isDirty   map[string]bool
 }
 
 func newWriter(s *Store, st persisted) *writer {
@@ -239,6 +240,7 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 			w.cache[string(kv.Key)] = kv
 		}
 		w.pend = &BatchWrites{}
+		w.pendBytes = 0
 		w.dirty = w.dirty[:0]
 		w.isDirty = map[string]bool{}
 	}
@@ -422,6 +424,9 @@ func (w *writer) get(key []byte) (*row, error) {
 	return kv, nil
 }
 
+// maxPendingBytes bounds what one WriteBatch statement carries.
+const maxPendingBytes = 32 << 20
+
 // markDirty records that key's current row changed (its new state is in
 // w.cache, nil for deleted) and must be sent at the next flush.
 func (w *writer) markDirty(key []byte) {
@@ -451,6 +456,7 @@ func (w *writer) flush() error {
 	b.UnixMs = w.unixMs
 	err := w.s.sh.WriteBatch(w.ctx, w.tx.tx, b)
 	*b = BatchWrites{Log: b.Log[:0], Put: b.Put[:0], Delete: b.Delete[:0]}
+	w.pendBytes = 0
 	w.dirty = w.dirty[:0]
 	clear(w.isDirty)
 	return err
@@ -529,6 +535,7 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 		w.pend.Log = append(w.pend.Log, LogRow{Rev: c.rev, Sub: c.sub, Key: kv.Key, Value: kv.Value,
 			CreateRev: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease})
 		w.markDirty(kv.Key)
+		w.pendBytes += 2 * (len(kv.Key) + len(kv.Value))
 	} else {
 		if _, err := w.tx.ExecContext(w.ctx, sqlInsertPut,
 			c.rev, c.sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, w.unixMs); err != nil {
@@ -541,6 +548,14 @@ func (w *writer) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 	}
 	c.sub++
 	w.cache[string(kv.Key)] = kv
+	// PostgreSQL refuses a message over 1 GiB, and 512 requests of large
+	// values would come close: a large batch goes out in parts (once
+	// w.cache holds the row's new state, which flush sends).
+	if w.pendBytes > maxPendingBytes {
+		if err := w.flush(); err != nil {
+			return nil, dbErr(err)
+		}
+	}
 	w.events = append(w.events, &Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev, UnixMs: w.unixMs})
 	resp := &pb.PutResponse{Header: &pb.ResponseHeader{Revision: c.rev}}
 	if p.PrevKv {

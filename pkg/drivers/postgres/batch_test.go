@@ -99,6 +99,25 @@ func TestBatchReadsItsOwnWrites(t *testing.T) {
 	checkTables(t, dsn)
 }
 
+// A batch larger than one statement should carry is sent in parts, and
+// the parts agree with the rest of the batch.
+func TestLargeBatchGoesInParts(t *testing.T) {
+	s, dsn := openStore(t)
+	big := string(bytes.Repeat([]byte("v"), 12<<20))
+	ctx := context.Background()
+	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("big/1", big), putOp("big/2", big)}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("big/1", "small"), putOp("big/3", big), putOp("big/4", big), delOp("big/2", ""), rangeOp("big/", "big0")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Responses[4].GetResponseRange(); got.Count != 3 {
+		t.Fatalf("range: count %d, want 3", got.Count)
+	}
+	checkTables(t, dsn)
+}
+
 // Many clients at once (so batches hold many requests, several on one
 // key): the log and current agree, revisions have no holes, and every
 // acknowledged write is there.
