@@ -86,7 +86,11 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 	if err := s.rstmts.warm(ctx, q); err != nil {
 		return nil, true, err
 	}
-	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
+	st := s.rstmts.lookup(q)
+	if st == nil {
+		return nil, true, ErrClosed
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, true, err
 	}
