@@ -45,6 +45,9 @@ type RangeResult struct {
 
 // Range reads the latest state or a past revision, exactly as etcd does.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
+	if res, ok, err := s.rangeCached(r); ok {
+		return res, err
+	}
 	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {
 		return res, err
 	}

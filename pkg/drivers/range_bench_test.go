@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // The store-level read paths, without gRPC, for pprof (go test -bench
-// Range -cpuprofile). Side-by-side figures against etcd and kine are make
-// bench's job; these only show where a read's CPU goes.
+// Range -cpuprofile; QUANTY_BENCH_NO_CACHE=1 for the SQL path instead of
+// the current-state cache). Side-by-side figures against etcd and kine are
+// make bench's job; these only show where a read's CPU goes.
 
 func benchStore(b *testing.B, keys int) *drivers.Store {
 	b.Helper()
@@ -23,7 +25,11 @@ func benchStore(b *testing.B, keys int) *drivers.Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := drivers.Open(context.Background(), d, drivers.Options{})
+	var opts drivers.Options
+	if os.Getenv("QUANTY_BENCH_NO_CACHE") != "" {
+		opts.CacheBytes = -1 // the SQL read path
+	}
+	s, err := drivers.Open(context.Background(), d, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

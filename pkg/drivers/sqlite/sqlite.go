@@ -20,6 +20,10 @@ import (
 // Dialect opens one SQLite file.
 type Dialect struct {
 	Path string
+	// lock is held while the database is open: the core keeps the live
+	// state in memory and assigns revisions in one process, so a second
+	// server on the same file must not start.
+	lock *os.File
 }
 
 // New parses sqlite://path (relative or absolute). Query parameters are not
@@ -56,8 +60,12 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 			return nil, nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
+	if d.lock, err = lockFile(d.Path + "-lock"); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
 	if err != nil {
+		d.Close()
 		return nil, nil, err
 	}
 	writer.SetMaxOpenConns(1)
@@ -65,11 +73,13 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	writer.SetConnMaxLifetime(0)
 	if err := writer.PingContext(ctx); err != nil {
 		writer.Close()
+		d.Close()
 		return nil, nil, fmt.Errorf("sqlite: open %s: %w", d.Path, err)
 	}
 	reader, err = sql.Open("sqlite", d.dsn("query_only(1)"))
 	if err != nil {
 		writer.Close()
+		d.Close()
 		return nil, nil, err
 	}
 	n := max(4, 2*runtime.GOMAXPROCS(0))
@@ -77,6 +87,17 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	reader.SetMaxIdleConns(n)
 	reader.SetConnMaxLifetime(0)
 	return writer, reader, nil
+}
+
+// Close releases the lock on the database; the store calls it after closing
+// its connections.
+func (d *Dialect) Close() error {
+	if d.lock == nil {
+		return nil
+	}
+	err := d.lock.Close()
+	d.lock = nil
+	return err
 }
 
 func (d *Dialect) Migrations() [][]string {
