@@ -24,6 +24,7 @@ type Dialect struct {
 	// state in memory and assigns revisions in one process, so a second
 	// server on the same file must not start.
 	lock *os.File
+	ckpt *checkpointer
 }
 
 // New parses sqlite://path (relative or absolute). Query parameters are not
@@ -63,7 +64,8 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	if d.lock, err = lockFile(d.Path + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
-	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
+	// The writer never checkpoints: checkpoint.go does, off its path.
+	writer, err = sql.Open("sqlite", d.dsn("wal_autocheckpoint(0)")+"&_txlock=immediate")
 	if err != nil {
 		d.Close()
 		return nil, nil, err
@@ -86,17 +88,34 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 	reader.SetConnMaxLifetime(0)
+	ck, err := sql.Open("sqlite", d.dsn())
+	if err != nil {
+		writer.Close()
+		reader.Close()
+		d.Close()
+		return nil, nil, err
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	d.ckpt = startCheckpointer(ck)
 	return writer, reader, nil
 }
 
-// Close releases the lock on the database; the store calls it after closing
-// its connections.
+// Close stops the checkpointer and releases the lock on the database; the
+// store calls it after closing its own connections.
 func (d *Dialect) Close() error {
-	if d.lock == nil {
-		return nil
+	var err error
+	if d.ckpt != nil {
+		err = d.ckpt.close()
+		d.ckpt = nil
 	}
-	err := d.lock.Close()
-	d.lock = nil
+	if d.lock != nil {
+		if e := d.lock.Close(); err == nil {
+			err = e
+		}
+		d.lock = nil
+	}
 	return err
 }
 
