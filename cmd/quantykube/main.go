@@ -82,6 +82,7 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
 	retainPrefix := fs.StringArray("retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
+	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", drivers.DefaultCacheBytes, "sqlite: memory for an in-memory copy of the live keys, which answers reads at the latest revision; when the live keys outgrow it, reads go to the database (0: off)")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
 	pprofAddr := fs.String("pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
 	fs.BoolVar(&debug, "debug", false, "log at debug level")
@@ -90,6 +91,12 @@ func serve(args []string) error {
 			return nil
 		}
 		return err
+	}
+	switch {
+	case cfg.CacheBytes < 0:
+		return fmt.Errorf("--cache-bytes %d: want 0 (off) or a size in bytes", cfg.CacheBytes)
+	case cfg.CacheBytes == 0:
+		cfg.CacheBytes = -1 // the store's zero value is its default
 	}
 	for _, rp := range *retainPrefix {
 		prefix, dur, ok := strings.Cut(rp, "=")

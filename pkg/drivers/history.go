@@ -35,7 +35,7 @@ func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
 		return f, nil
 	}
 	var ms sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT MIN(unix_ms) FROM log`).Scan(&ms); err != nil {
+	if err := s.readRow(ctx, `SELECT MIN(unix_ms) FROM log`).Scan(&ms); err != nil {
 		return Floor{}, err
 	}
 	return Floor{Rev: 1, UnixMs: ms.Int64}, nil
@@ -70,7 +70,7 @@ func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64
 		return 0, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
 	var rev int64
-	err = s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`), unixMs).Scan(&rev)
+	err = s.readRow(ctx, `SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`, unixMs).Scan(&rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 1, nil // before the first write: the empty store
 	}
@@ -103,7 +103,7 @@ func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64
 	if f := s.rangeFloor(kr); f.Rev > 0 && unixMs < f.UnixMs {
 		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
-	err = s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev FROM log WHERE unix_ms >= ? ORDER BY unix_ms, rev LIMIT 1`), unixMs).Scan(&rev)
+	err = s.readRow(ctx, `SELECT rev FROM log WHERE unix_ms >= ? ORDER BY unix_ms, rev LIMIT 1`, unixMs).Scan(&rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -117,7 +117,7 @@ func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyVa
 	}
 	kv := &mvccpb.KeyValue{Key: key}
 	var deleted int64
-	err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`), key, rev).
+	err := s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`, key, rev).
 		Scan(&kv.ModRevision, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
 	if errors.Is(err, sql.ErrNoRows) || deleted != 0 {
 		return nil, nil

@@ -32,7 +32,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func put(t *testing.T, s *drivers.Store, key string, value []byte) int64 {
+func put(t testing.TB, s *drivers.Store, key string, value []byte) int64 {
 	t.Helper()
 	resp, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}}})
 	if err != nil {

@@ -45,6 +45,9 @@ type RangeResult struct {
 
 // Range reads the latest state or a past revision, exactly as etcd does.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
+	if res, ok, err := s.rangeCached(r); ok {
+		return res, err
+	}
 	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {
 		return res, err
 	}
@@ -86,7 +89,11 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 	if err := s.rstmts.warm(ctx, q); err != nil {
 		return nil, true, err
 	}
-	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
+	st := s.rstmts.lookup(q)
+	if st == nil {
+		return nil, true, ErrClosed
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, true, err
 	}
@@ -210,12 +217,12 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		if limit >= count {
 			limit = 0
 		}
-		if kvs, err = s.fetch(ctx, q, kr, at, rev, limit, keysOnly); err != nil {
+		if kvs, err = s.fetch(ctx, q, kr, at, rev, limit, keysOnly, count); err != nil {
 			return nil, err
 		}
 	} else {
 		var err error
-		if kvs, err = s.fetch(ctx, q, kr, at, rev, 0, keysOnly); err != nil {
+		if kvs, err = s.fetch(ctx, q, kr, at, rev, 0, keysOnly, 0); err != nil {
 			return nil, err
 		}
 		res.Count = int64(len(kvs))
@@ -351,24 +358,63 @@ func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
 	return b.String()
 }
 
-func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool) ([]*mvccpb.KeyValue, error) {
+// fetch reads the rows of kr at revision at. sizeHint (the count, when
+// known) sizes the answer up front.
+//
+// A list answer is built from three allocations, not three per row: the
+// KeyValues share one slice and every key and value is copied into one
+// slab. database/sql would otherwise copy each []byte the driver already
+// copied (bytes.Clone per column) and grow the slice as it goes; both were
+// a fifth of a 500-key list's CPU, and the garbage collector's share more.
+func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool, sizeHint int64) ([]*mvccpb.KeyValue, error) {
 	past := at < rev
 	args := s.rangeArgs(kr, at, past)
 	if limit > 0 {
 		args = append(args, limit)
+		sizeHint = min(sizeHint, limit)
 	}
 	rows, err := q.QueryContext(ctx, s.fetchSQL(kr, past, limit > 0, keysOnly), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var kvs []*mvccpb.KeyValue
+	n := int(min(max(sizeHint, 0), 4096))
+	kvs := make([]*mvccpb.KeyValue, 0, n)
+	store := make([]mvccpb.KeyValue, n)
+	var slab []byte
+	var key, value sql.RawBytes
 	for rows.Next() {
-		kv := &mvccpb.KeyValue{}
-		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
+		if len(store) == 0 {
+			store = make([]mvccpb.KeyValue, max(16, len(kvs)/2))
+		}
+		kv := &store[0]
+		store = store[1:]
+		if err := rows.Scan(&key, &value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
 			return nil, err
+		}
+		if need := len(key) + len(value); cap(slab)-len(slab) < need {
+			// Sized for the rows still expected, so one slab usually holds
+			// the whole answer; a slab is never moved once handed out.
+			per := need
+			if len(kvs) > 0 {
+				per = max(per, len(slab)/len(kvs))
+			}
+			rest := max(n-len(kvs), 1)
+			slab = make([]byte, 0, max(need, min(per*rest, 64<<20)))
+		}
+		kv.Key, slab = carve(slab, key)
+		if value != nil {
+			kv.Value, slab = carve(slab, value)
 		}
 		kvs = append(kvs, kv)
 	}
 	return kvs, rows.Err()
+}
+
+// carve copies b to the end of slab and returns the copy, capacity-capped so
+// that an append to it can never overwrite its neighbour.
+func carve(slab, b []byte) (out, rest []byte) {
+	start := len(slab)
+	slab = append(slab, b...)
+	return slab[start:len(slab):len(slab)], slab
 }

@@ -51,6 +51,20 @@ func (c *stmtCache) warm(ctx context.Context, qs ...string) error {
 	return nil
 }
 
+// readRow runs a one-row query on the reader pool through a prepared
+// statement: History's Get and the floors it checks are four such queries,
+// and parsing each anew was most of a Get's time.
+func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if err := s.rstmts.warm(ctx, q); err == nil {
+		if st := s.rstmts.lookup(q); st != nil { // nil once the store closes
+			return st.QueryRowContext(ctx, args...)
+		}
+	}
+	// database/sql cannot build a Row carrying an error; the unprepared
+	// query surfaces it from Scan.
+	return s.rdb.QueryRowContext(ctx, s.d.Bind(q), args...)
+}
+
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

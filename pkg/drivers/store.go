@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,14 @@ type Options struct {
 	// one pruning transaction examines.
 	PruneInterval time.Duration
 	PruneBatch    int
+	// CacheBytes budgets the in-memory copy of the live keys that serves
+	// latest-revision reads (single-process dialects only): 0 takes
+	// DefaultCacheBytes, a negative value turns it off.
+	CacheBytes int64
 }
+
+// DefaultCacheBytes is the current-state cache's default budget.
+const DefaultCacheBytes = 256 << 20
 
 // Store is the revision log and the etcd semantics on top of it.
 type Store struct {
@@ -60,6 +68,8 @@ type Store struct {
 	retainFloor atomic.Int64
 	rules       []*retentionRule
 	pruneMu     sync.Mutex
+	// cache, when set, answers latest-revision reads (cache.go).
+	cache atomic.Pointer[currentCache]
 
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -91,6 +101,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.PruneBatch <= 0 {
 		opts.PruneBatch = 200
 	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
 	wdb, rdb, err := d.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -108,20 +121,14 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		s.sh = sh
 	}
 	if err := s.migrate(ctx); err != nil {
-		wdb.Close()
-		rdb.Close()
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	st, err := s.loadState(ctx)
 	if err != nil {
-		wdb.Close()
-		rdb.Close()
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	if err := s.initRules(ctx); err != nil {
-		wdb.Close()
-		rdb.Close()
-		return nil, err
+		return nil, s.abandon(err)
 	}
 	s.committed.Store(st.rev)
 	s.compact.Store(st.compact)
@@ -137,9 +144,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		// The database is the authority on revisions, floors and leases.
 		s.tail = newTailer(s, s.sh)
 		if err := s.tail.syncLeases(ctx); err != nil {
-			wdb.Close()
-			rdb.Close()
-			return nil, err
+			return nil, s.abandon(err)
 		}
 		s.tail.start()
 	}
@@ -147,9 +152,20 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		// One writer connection: statements prepared on it now are reused
 		// by every batch's transaction without being parsed again.
 		if err := s.wstmts.warm(ctx, hotWriterSQL...); err != nil {
-			wdb.Close()
-			rdb.Close()
-			return nil, err
+			return nil, s.abandon(err)
+		}
+	}
+	if s.sh == nil && opts.CacheBytes > 0 {
+		// Before the writer starts, so nothing changes while it loads.
+		c, err := loadCache(ctx, wdb, st.rev, opts.CacheBytes)
+		if err != nil {
+			return nil, s.abandon(fmt.Errorf("load the current-state cache: %w", err))
+		}
+		if c == nil {
+			s.log.Warn("the live keys exceed the current-state cache budget: reads go to the database", "cache_bytes", opts.CacheBytes)
+		} else {
+			s.cache.Store(c)
+			s.log.Info("current-state cache loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", opts.CacheBytes)
 		}
 	}
 	w := newWriter(s, st)
@@ -175,6 +191,21 @@ func (s *Store) Close() error {
 	err := s.wdb.Close()
 	if e := s.rdb.Close(); err == nil {
 		err = e
+	}
+	if c, ok := s.d.(io.Closer); ok {
+		if e := c.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// abandon closes what a failed Open had opened and returns err.
+func (s *Store) abandon(err error) error {
+	s.wdb.Close()
+	s.rdb.Close()
+	if c, ok := s.d.(io.Closer); ok {
+		c.Close()
 	}
 	return err
 }

@@ -222,6 +222,10 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		prefetched = rows
 	}
 	tx := cachedTx{tx: sqltx, c: w.s.wstmts, local: map[string]*sql.Stmt{}}
+	if err := w.s.refreshCache(ctx, tx, w.rev); err != nil {
+		sqltx.Rollback()
+		return nil, err
+	}
 	if w.s.sh != nil {
 		// pgx already keeps a prepared statement per query and connection;
 		// preparing per batch would only add round trips.
@@ -299,6 +303,9 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 		}
 	}
 	if err := sqltx.Commit(); err != nil {
+		// The commit may still have happened: the cache reloads from the
+		// database before it serves again.
+		w.s.cacheBatch(0, nil, false)
 		if w.s.sh != nil {
 			// The commit may have reached the database: retrying the
 			// requests could apply them twice.
@@ -324,6 +331,10 @@ func (w *writer) commit(batch []*writeReq) ([]writeResult, error) {
 			}
 		})
 		return results, nil
+	}
+	if w.rev != startRev {
+		// Before anyone is answered: a read after the answer sees the batch.
+		w.s.cacheBatch(w.rev, w.events, true)
 	}
 	w.s.compact.Store(w.compact)
 	w.s.committed.Store(w.rev)
@@ -409,6 +420,12 @@ func dbErr(err error) error {
 func (w *writer) get(key []byte) (*row, error) {
 	if r, ok := w.cache[string(key)]; ok {
 		return r, nil
+	}
+	if c := w.s.cache.Load(); c != nil && !c.stale {
+		// The committed state, as the batch's transaction would read it.
+		kv := c.get(key)
+		w.cache[string(key)] = kv
+		return kv, nil
 	}
 	kv := &mvccpb.KeyValue{Key: key}
 	err := w.tx.QueryRowContext(w.ctx, sqlGetCurrent, key).

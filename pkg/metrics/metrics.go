@@ -48,13 +48,18 @@ var (
 		Name: "quantykube_watch_log_reads_total",
 		Help: "Watch catch-up reads that went to the database instead of the in-memory ring.",
 	})
+	// CacheBytes is what the current-state cache holds (0: none).
+	CacheBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_current_cache_bytes",
+		Help: "Approximate bytes held by the in-memory copy of the live keys; 0 when reads go to the database.",
+	})
 )
 
 func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads,
+		WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads, CacheBytes,
 		gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 		gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.EtcdFloor),
 		gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),

@@ -60,6 +60,10 @@ type Config struct {
 	RetainPrefixes []drivers.RetentionRule
 	// PruneInterval is how often retention runs (default 30 s).
 	PruneInterval time.Duration
+	// CacheBytes budgets the in-memory copy of the live keys that answers
+	// latest-revision reads on SQLite: 0 takes the default (256 MiB), a
+	// negative value turns it off.
+	CacheBytes int64
 	// Now is the store's clock: commit times and retention windows. Tests
 	// set it to move time; nil is the wall clock.
 	Now func() time.Time
@@ -146,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Retain:         cfg.Retain,
 		RetainPrefixes: cfg.RetainPrefixes,
 		PruneInterval:  cfg.PruneInterval,
+		CacheBytes:     cfg.CacheBytes,
 		Now:            cfg.Now,
 	})
 	if err != nil {

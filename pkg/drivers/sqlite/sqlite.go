@@ -20,6 +20,11 @@ import (
 // Dialect opens one SQLite file.
 type Dialect struct {
 	Path string
+	// lock is held while the database is open: the core keeps the live
+	// state in memory and assigns revisions in one process, so a second
+	// server on the same file must not start.
+	lock *os.File
+	ckpt *checkpointer
 }
 
 // New parses sqlite://path (relative or absolute). Query parameters are not
@@ -56,8 +61,13 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 			return nil, nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
-	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
+	if d.lock, err = lockFile(d.Path + "-lock"); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
+	// The writer never checkpoints: checkpoint.go does, off its path.
+	writer, err = sql.Open("sqlite", d.dsn("wal_autocheckpoint(0)")+"&_txlock=immediate")
 	if err != nil {
+		d.Close()
 		return nil, nil, err
 	}
 	writer.SetMaxOpenConns(1)
@@ -65,18 +75,48 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	writer.SetConnMaxLifetime(0)
 	if err := writer.PingContext(ctx); err != nil {
 		writer.Close()
+		d.Close()
 		return nil, nil, fmt.Errorf("sqlite: open %s: %w", d.Path, err)
 	}
 	reader, err = sql.Open("sqlite", d.dsn("query_only(1)"))
 	if err != nil {
 		writer.Close()
+		d.Close()
 		return nil, nil, err
 	}
 	n := max(4, 2*runtime.GOMAXPROCS(0))
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 	reader.SetConnMaxLifetime(0)
+	ck, err := sql.Open("sqlite", d.dsn())
+	if err != nil {
+		writer.Close()
+		reader.Close()
+		d.Close()
+		return nil, nil, err
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	d.ckpt = startCheckpointer(ck)
 	return writer, reader, nil
+}
+
+// Close stops the checkpointer and releases the lock on the database; the
+// store calls it after closing its own connections.
+func (d *Dialect) Close() error {
+	var err error
+	if d.ckpt != nil {
+		err = d.ckpt.close()
+		d.ckpt = nil
+	}
+	if d.lock != nil {
+		if e := d.lock.Close(); err == nil {
+			err = e
+		}
+		d.lock = nil
+	}
+	return err
 }
 
 func (d *Dialect) Migrations() [][]string {

@@ -1,0 +1,302 @@
+package drivers_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+)
+
+func openStore(t testing.TB, opts drivers.Options) *drivers.Store {
+	t.Helper()
+	d, err := sqlite.New("sqlite://" + filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := drivers.Open(context.Background(), d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// cacheOps drives two stores, one answering latest reads from the cache and
+// one from SQL, through the same random writes.
+type cacheOps struct {
+	t        *testing.T
+	rnd      *rand.Rand
+	a, b     *drivers.Store
+	leases   []int64
+	keySpace int
+}
+
+func (o *cacheOps) key() []byte { return fmt.Appendf(nil, "/k/%03d", o.rnd.IntN(o.keySpace)) }
+
+func (o *cacheOps) txn(req *pb.TxnRequest) {
+	o.t.Helper()
+	ctx := context.Background()
+	ra, errA := o.a.Txn(ctx, req)
+	rb, errB := o.b.Txn(ctx, req)
+	if (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
+		o.t.Fatalf("txn errors differ: cached %v, sql %v", errA, errB)
+	}
+	if errA == nil && !proto.Equal(ra, rb) {
+		o.t.Fatalf("txn answers differ:\ncached %v\nsql    %v", ra, rb)
+	}
+}
+
+func putOp(k []byte, v string, lease int64) *pb.RequestOp {
+	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: k, Value: []byte(v), Lease: lease, PrevKv: true}}}
+}
+
+func (o *cacheOps) step(i int) {
+	switch n := o.rnd.IntN(100); {
+	case n < 50:
+		var lease int64
+		if len(o.leases) > 0 && o.rnd.IntN(4) == 0 {
+			lease = o.leases[o.rnd.IntN(len(o.leases))]
+		}
+		o.txn(&pb.TxnRequest{Success: []*pb.RequestOp{putOp(o.key(), fmt.Sprint("v", i), lease)}})
+	case n < 60:
+		k := o.key()
+		o.txn(&pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: k, IgnoreValue: true, IgnoreLease: true}}}}})
+	case n < 70:
+		o.txn(&pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: o.key(), PrevKv: true}}}}})
+	case n < 73:
+		k1, k2 := o.key(), o.key()
+		o.txn(&pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: k1, RangeEnd: k2}}}}})
+	case n < 88:
+		// kube-apiserver's update: compare the mod revision, else read.
+		k := o.key()
+		cur, err := o.b.Range(context.Background(), &pb.RangeRequest{Key: k})
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		var mod int64
+		if len(cur.Kvs) > 0 {
+			mod = cur.Kvs[0].ModRevision
+		}
+		if o.rnd.IntN(3) == 0 {
+			mod++ // a stale compare
+		}
+		o.txn(&pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: k, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: mod}}},
+			Success: []*pb.RequestOp{putOp(k, fmt.Sprint("u", i), 0), putOp(o.key(), fmt.Sprint("w", i), 0)},
+			Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: k}}}},
+		})
+	case n < 93:
+		id := int64(1000 + i)
+		for _, s := range []*drivers.Store{o.a, o.b} {
+			if _, _, _, err := s.LeaseGrant(context.Background(), id, 3600); err != nil {
+				o.t.Fatal(err)
+			}
+		}
+		o.leases = append(o.leases, id)
+	default:
+		if len(o.leases) == 0 {
+			return
+		}
+		j := o.rnd.IntN(len(o.leases))
+		id := o.leases[j]
+		o.leases = append(o.leases[:j], o.leases[j+1:]...)
+		for _, s := range []*drivers.Store{o.a, o.b} {
+			if _, err := s.LeaseRevoke(context.Background(), id); err != nil {
+				o.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// ranges are the read shapes the apiserver, etcdctl and the tests use.
+func (o *cacheOps) ranges() []*pb.RangeRequest {
+	k1, k2 := o.key(), o.key()
+	return []*pb.RangeRequest{
+		{Key: k1},
+		{Key: k1, KeysOnly: true},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0")},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), Limit: 7},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), Limit: 1000},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), CountOnly: true},
+		{Key: k1, RangeEnd: k2, Limit: 3},
+		{Key: k1, RangeEnd: []byte{0}},
+		{Key: []byte{0}, RangeEnd: []byte{0}, Limit: 5, KeysOnly: true},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_DESCEND, Limit: 4},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), SortTarget: pb.RangeRequest_VALUE, KeysOnly: true, Limit: 4},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), SortTarget: pb.RangeRequest_KEY, SortOrder: pb.RangeRequest_DESCEND, Limit: 2},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), MinModRevision: o.b.Rev() / 2, Limit: 5},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), MaxCreateRevision: o.b.Rev() / 2},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), Revision: o.b.Rev()},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), Revision: max(1, o.b.Rev()-3), Limit: 6},
+		{Key: []byte("/k/"), RangeEnd: []byte("/k0"), Revision: o.b.Rev() + 1},
+		{Key: []byte("/k0"), RangeEnd: []byte("/k/")},
+		{Key: nil},
+		{Key: k1, SortOrder: 9},
+	}
+}
+
+func (o *cacheOps) compare() {
+	o.t.Helper()
+	ctx := context.Background()
+	for _, r := range o.ranges() {
+		ra, errA := o.a.Range(ctx, r)
+		rb, errB := o.b.Range(ctx, r)
+		if (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
+			o.t.Fatalf("range %v: errors differ: cached %v, sql %v", r, errA, errB)
+		}
+		if errA != nil {
+			continue
+		}
+		if ra.Rev != rb.Rev || ra.Count != rb.Count || ra.More != rb.More || len(ra.Kvs) != len(rb.Kvs) {
+			o.t.Fatalf("range %v: cached rev %d count %d more %v len %d; sql rev %d count %d more %v len %d",
+				r, ra.Rev, ra.Count, ra.More, len(ra.Kvs), rb.Rev, rb.Count, rb.More, len(rb.Kvs))
+		}
+		for i := range ra.Kvs {
+			if !proto.Equal(ra.Kvs[i], rb.Kvs[i]) {
+				o.t.Fatalf("range %v: kv %d: cached %v, sql %v", r, i, ra.Kvs[i], rb.Kvs[i])
+			}
+		}
+	}
+}
+
+// Every read the cache answers is the answer SQL gives, through random
+// puts, deletes, compares, leases and revocations.
+func TestCacheAnswersAsSQL(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			o := &cacheOps{
+				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
+				a: openStore(t, drivers.Options{}),
+				b: openStore(t, drivers.Options{CacheBytes: -1}),
+			}
+			if !o.a.CacheEnabled() || o.b.CacheEnabled() {
+				t.Fatalf("cache enabled: %v and %v, want true and false", o.a.CacheEnabled(), o.b.CacheEnabled())
+			}
+			for i := range 600 {
+				o.step(i)
+				if i%10 == 0 {
+					o.compare()
+				}
+			}
+			o.compare()
+		})
+	}
+}
+
+// A store reopened on its file loads the cache from the table, and a store
+// whose live keys outgrow the budget drops it and keeps answering from SQL.
+func TestCacheReloadAndBudget(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	open := func(opts drivers.Options) *drivers.Store {
+		d, err := sqlite.New("sqlite://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := drivers.Open(ctx, d, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(drivers.Options{CacheBytes: 64 << 10})
+	value := make([]byte, 1000)
+	for i := range 30 {
+		put(t, s, fmt.Sprintf("/r/%02d", i), value)
+	}
+	if !s.CacheEnabled() {
+		t.Fatal("cache off with 30 KB of a 64 KB budget")
+	}
+	for i := 30; i < 80; i++ {
+		put(t, s, fmt.Sprintf("/r/%02d", i), value)
+	}
+	if s.CacheEnabled() {
+		t.Fatal("cache still on with 80 KB of live keys and a 64 KB budget")
+	}
+	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0")})
+	if err != nil || res.Count != 80 || len(res.Kvs) != 80 {
+		t.Fatalf("after the cache dropped: %v, count %d", err, res.Count)
+	}
+	s.Close()
+
+	s = open(drivers.Options{CacheBytes: 64 << 10})
+	if s.CacheEnabled() {
+		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the cache is on")
+	}
+	s.Close()
+	s = open(drivers.Options{})
+	defer s.Close()
+	if !s.CacheEnabled() {
+		t.Fatal("reopened with the default budget, the cache is off")
+	}
+	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0"), Limit: 10})
+	if err != nil || res.Count != 80 || len(res.Kvs) != 10 || !res.More || res.Rev != s.Rev() {
+		t.Fatalf("reloaded cache: %v, count %d, %d kvs, more %v, rev %d of %d", err, res.Count, len(res.Kvs), res.More, res.Rev, s.Rev())
+	}
+	if string(res.Kvs[9].Key) != "/r/09" || res.Kvs[9].Version != 1 {
+		t.Fatalf("reloaded cache: 10th key %q version %d", res.Kvs[9].Key, res.Kvs[9].Version)
+	}
+}
+
+// After a commit whose outcome is unknown the cache stops serving and is
+// reloaded from the database by the next batch.
+func TestCacheReloadsWhenStale(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, drivers.Options{})
+	put(t, s, "/s/a", []byte("1"))
+	s.MarkCacheStale()
+	if s.CacheServing() {
+		t.Fatal("a stale cache still serves")
+	}
+	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/a")})
+	if err != nil || len(res.Kvs) != 1 || string(res.Kvs[0].Value) != "1" {
+		t.Fatalf("read while stale: %v %v", err, res)
+	}
+	rev := put(t, s, "/s/b", []byte("2"))
+	if !s.CacheServing() {
+		t.Fatal("the cache does not serve after the next batch")
+	}
+	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/"), RangeEnd: []byte("/s0")})
+	if err != nil || res.Count != 2 || res.Rev != rev {
+		t.Fatalf("after reload: %v, count %d, rev %d want %d", err, res.Count, res.Rev, rev)
+	}
+}
+
+// A second store on the same SQLite file is refused while the first is open:
+// each keeps revisions and the live keys in its own memory.
+func TestSecondStoreOnOneFileRefused(t *testing.T) {
+	ctx := context.Background()
+	path := "sqlite://" + filepath.Join(t.TempDir(), "s.db")
+	open := func() (*drivers.Store, error) {
+		d, err := sqlite.New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drivers.Open(ctx, d, drivers.Options{})
+	}
+	a, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := open(); err == nil {
+		b.Close()
+		a.Close()
+		t.Fatal("a second store opened the same file")
+	} else if !strings.Contains(err.Error(), "another QuantyKube server") {
+		t.Fatalf("second store: %v", err)
+	}
+	a.Close()
+	b, err := open()
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	b.Close()
+}
