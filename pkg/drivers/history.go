@@ -159,7 +159,13 @@ func (s *Store) KeyLog(ctx context.Context, kr KeyRange, fromRev, afterRev, afte
 	}
 	cond, args := s.q.where("l.key", kr, []any{fromRev, afterRev, afterRev, afterSub})
 	where := `l.rev >= ? AND (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND ` + cond
-	evs, subs, err := s.logEvents(ctx, where, args, limit+1)
+	logEvents := s.logEvents
+	if kr.Single() {
+		logEvents = func(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
+			return s.keyEvents(ctx, kr.Key, where, args, limit)
+		}
+	}
+	evs, subs, err := logEvents(ctx, where, args, limit+1)
 	if err != nil {
 		return nil, err
 	}

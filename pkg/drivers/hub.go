@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -125,7 +126,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	if err != nil {
 		return nil, err
 	}
-	evs, _, err := scanEvents(rows)
+	evs, _, err := scanEvents(rows, true)
 	if err != nil {
 		return nil, err
 	}
@@ -172,14 +173,57 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err := s.rstmts.warm(ctx, q); err != nil {
 		return nil, nil, err
 	}
-	rows, err := s.rstmts.lookup(q).QueryContext(ctx, args...)
+	st := s.rstmts.lookup(q)
+	if st == nil {
+		return nil, nil, ErrClosed
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	return scanEvents(rows)
+	return scanEvents(rows, true)
 }
 
-func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
+// keyEvents is logEvents for one key, whose log is a chain: each change's
+// prev_kv is the change before it, so only the first one's is looked up.
+// Joining every row to its predecessor read each value twice and cost a
+// subquery per row; a Log of a key with 1,000 revisions took 23 ms at p99.
+func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
+	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
+		FROM log AS l WHERE ` + where + ` ORDER BY l.rev, l.sub LIMIT ?`
+	rows, err := s.readRows(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, subs, err := scanEvents(rows, false)
+	if err != nil || len(evs) == 0 {
+		return evs, subs, err
+	}
+	first := &mvccpb.KeyValue{Key: key}
+	var deleted int64
+	err = s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev < ? ORDER BY rev DESC LIMIT 1`, key, evs[0].Rev()).
+		Scan(&first.ModRevision, &first.Value, &first.CreateRevision, &first.Version, &first.Lease, &deleted)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, nil, err
+	case deleted == 0:
+		if first.Value == nil {
+			first.Value = []byte{}
+		}
+		evs[0].PrevKv = first
+	}
+	for i := 1; i < len(evs); i++ {
+		if p := evs[i-1]; p.Type == mvccpb.PUT {
+			evs[i].PrevKv = p.Kv
+		}
+	}
+	return evs, subs, nil
+}
+
+// scanEvents reads logEventsSQL's rows, or with withPrev false the same
+// rows without the predecessor's columns.
+func scanEvents(rows *sql.Rows, withPrev bool) ([]*Event, []int64, error) {
 	defer rows.Close()
 	var out []*Event
 	var subs []int64
@@ -188,8 +232,11 @@ func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 		var sub, deleted, unixMs int64
 		var pRev, pCreate, pVersion, pLease, pDeleted *int64
 		var pValue []byte
-		if err := rows.Scan(&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
-			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
+		dest := []any{&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs}
+		if withPrev {
+			dest = append(dest, &pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, err
 		}
 		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}

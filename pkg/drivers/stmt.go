@@ -65,6 +65,18 @@ func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return s.rdb.QueryRowContext(ctx, s.d.Bind(q), args...)
 }
 
+// readRows is readRow for queries of many rows.
+func (s *Store) readRows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := s.rstmts.warm(ctx, q); err != nil {
+		return nil, err
+	}
+	st := s.rstmts.lookup(q)
+	if st == nil {
+		return nil, ErrClosed
+	}
+	return st.QueryContext(ctx, args...)
+}
+
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
