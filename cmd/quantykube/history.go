@@ -513,69 +513,66 @@ func readLog(ctx context.Context, hc *historyConn, req *historypb.Request, limit
 	}
 }
 
-func (h *historyCmd) get(args []string) error {
-	fs := newFlagSet("quantykube history get KEY (--rev N | --at TIME)")
+// pointSetup parses the flags of a subcommand that reads one key at one
+// revision or time (get, restore) and connects, so that both take the same
+// flags and fail the same way. A nil connection with a nil error means
+// --help was shown.
+func (h *historyCmd) pointSetup(usage string, args []string, optional bool, outputs ...string) (*historypb.Request, string, *historyConn, error) {
+	fs := newFlagSet(usage)
 	var conn connFlags
 	var point pointFlags
 	point.register(fs)
-	conn.register(fs, "value")
+	conn.register(fs, outputs...)
 	key, done, err := parseArgs(fs, args, &conn)
 	if done || err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	req := &historypb.Request{Key: key}
-	if err := point.apply(fs, req, h.now(), true); err != nil {
-		return err
+	if err := point.apply(fs, req, h.now(), optional); err != nil {
+		return nil, "", nil, err
 	}
-	ctx := context.Background()
-	hc, err := conn.connect(ctx)
+	hc, err := conn.connect(context.Background())
 	if err != nil {
+		return nil, "", nil, err
+	}
+	return req, conn.output, hc, nil
+}
+
+func (h *historyCmd) get(args []string) error {
+	req, output, hc, err := h.pointSetup("quantykube history get KEY (--rev N | --at TIME)", args, true, "value")
+	if err != nil || hc == nil {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(ctx, hc, hc.client.Get, req)
+	resp, err := call(context.Background(), hc, hc.client.Get, req)
 	if err != nil {
 		return err
 	}
-	switch conn.output {
+	switch output {
 	case "json":
 		return writeJSON(h.stdout, resp)
 	case "value":
 		if resp.GetKv() == nil {
-			return fmt.Errorf("%s did not exist at revision %d", displayKey(key), resp.GetRevision())
+			return fmt.Errorf("%s did not exist at revision %d", displayKey(req.Key), resp.GetRevision())
 		}
 		_, err := h.stdout.Write(resp.GetKv().GetValue())
 		return err
 	}
-	return writeGetTable(h.stdout, key, resp)
+	return writeGetTable(h.stdout, req.Key, resp)
 }
 
 func (h *historyCmd) restore(args []string) error {
-	fs := newFlagSet("quantykube history restore KEY (--rev N | --at TIME)")
-	var conn connFlags
-	var point pointFlags
-	point.register(fs)
-	conn.register(fs)
-	key, done, err := parseArgs(fs, args, &conn)
-	if done || err != nil {
-		return err
-	}
-	req := &historypb.Request{Key: key}
-	if err := point.apply(fs, req, h.now(), false); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	hc, err := conn.connect(ctx)
-	if err != nil {
+	req, output, hc, err := h.pointSetup("quantykube history restore KEY (--rev N | --at TIME)", args, false)
+	if err != nil || hc == nil {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(ctx, hc, hc.client.Restore, req)
+	resp, err := call(context.Background(), hc, hc.client.Restore, req)
 	if err != nil {
 		return err
 	}
-	if conn.output == "json" {
+	if output == "json" {
 		return writeJSON(h.stdout, resp)
 	}
-	return writeRestoreTable(h.stdout, key, resp)
+	return writeRestoreTable(h.stdout, req.Key, resp)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/quantyroot/quantykube/test/testutil"
 )
 
 const (
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 	serverBin = os.Getenv(envBin)
 	if serverBin == "" {
 		serverBin = filepath.Join(tmp, "quantykube")
-		if err := buildServer(serverBin); err != nil {
+		if err := testutil.BuildServer(serverBin); err != nil {
 			fmt.Fprintf(os.Stderr, "crash: %v\n", err)
 			_ = os.RemoveAll(tmp)
 			os.Exit(1)
@@ -50,23 +51,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(tmp)
 	os.Exit(code)
-}
-
-// buildServer runs `go build -o out ./cmd/quantykube` at the module root.
-func buildServer(out string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/quantykube")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building quantykube in %s: %v\n%s", root, err, b)
-	}
-	return nil
 }
 
 // serverProc is one run of the server process.
@@ -91,7 +75,7 @@ type cluster struct {
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	base := t.TempDir()
-	c := &cluster{t: t, dir: filepath.Join(base, "data"), peer: freeAddr(t)}
+	c := &cluster{t: t, dir: filepath.Join(base, "data"), peer: testutil.FreeAddr(t)}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		t.Fatalf("data dir: %v", err)
 	}
@@ -113,16 +97,6 @@ func newCluster(t *testing.T) *cluster {
 		_ = c.log.Close()
 	})
 	return c
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (c *cluster) logTail(n int64) string {
@@ -148,7 +122,7 @@ func (c *cluster) expand(addr string) []string {
 }
 
 // start starts the server on the data directory and waits until it answers.
-// A port lost to a race between freeAddr and the server's bind is retried.
+// A port lost to a race between FreeAddr and the server's bind is retried.
 func (c *cluster) start(label string) {
 	c.t.Helper()
 	if c.proc != nil {
@@ -156,7 +130,7 @@ func (c *cluster) start(label string) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		addr := freeAddr(c.t)
+		addr := testutil.FreeAddr(c.t)
 		args := c.expand(addr)
 		fmt.Fprintf(c.log, "\n===== %s: %s %s\n", label, serverBin, strings.Join(args, " "))
 		cmd := exec.Command(serverBin, args...)

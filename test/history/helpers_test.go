@@ -1,13 +1,11 @@
 package history
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,29 +20,8 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/server"
 	"github.com/quantyroot/quantykube/proto/historypb"
+	"github.com/quantyroot/quantykube/test/testutil"
 )
-
-// syncBuffer collects a server's log; it is shown when a test fails.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = "..." + s[len(s)-n:]
-	}
-	return s
-}
 
 // clock is the store's clock in tests that move time: it stands still
 // unless advanced, so every commit time is known exactly.
@@ -70,7 +47,7 @@ type env struct {
 	url   string
 	addr  string // host:port, or unix:///path
 	clock *clock // nil: the wall clock
-	log   *syncBuffer
+	log   *testutil.LogBuffer
 	etcd  *clientv3.Client
 	hist  historypb.HistoryClient
 }
@@ -80,7 +57,7 @@ type env struct {
 // the store runs on it.
 func startEnv(t *testing.T, cfg server.Config, clk *clock) *env {
 	t.Helper()
-	e := &env{t: t, clock: clk, log: &syncBuffer{}}
+	e := &env{t: t, clock: clk, log: &testutil.LogBuffer{}}
 	if cfg.ListenAddress == "" {
 		cfg.ListenAddress = "127.0.0.1:0"
 	}
@@ -103,7 +80,7 @@ func startEnv(t *testing.T, cfg server.Config, clk *clock) *env {
 			t.Errorf("server Close: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("server log (tail):\n%s", e.log.tail(6000))
+			t.Logf("server log (tail):\n%s", e.log.Tail(6000))
 		}
 	})
 	target := e.url

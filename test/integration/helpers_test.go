@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/test/testutil"
 )
 
 // envEtcdBin names an etcd binary to test instead of QuantyKube.
@@ -40,34 +39,12 @@ const etcdProgressInterval = time.Second
 // progress notification.
 const quantyProgressInterval = time.Second
 
-// syncBuffer collects a server's log output; it is dumped when a test fails.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = "..." + s[len(s)-n:]
-	}
-	return s
-}
-
 // testServer is one server under test: QuantyKube in-process, or a real etcd
 // child process when QUANTY_TEST_ETCD_BIN is set.
 type testServer struct {
 	t   *testing.T
 	url string
-	log *syncBuffer
+	log *testutil.LogBuffer // dumped when a test fails
 
 	// progressWait bounds the wait for a periodic progress notification.
 	progressWait time.Duration
@@ -91,7 +68,7 @@ func isEtcd() bool { return os.Getenv(envEtcdBin) != "" }
 // startServer starts a fresh, empty server for t and stops it when t ends.
 func startServer(t *testing.T) *testServer {
 	t.Helper()
-	s := &testServer{t: t, log: &syncBuffer{}}
+	s := &testServer{t: t, log: &testutil.LogBuffer{}}
 	if bin := os.Getenv(envEtcdBin); bin != "" {
 		s.etcdBin = bin
 		s.dataDir = filepath.Join(t.TempDir(), "etcd")
@@ -106,7 +83,7 @@ func startServer(t *testing.T) *testServer {
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("server log (tail):\n%s", s.log.tail(8000))
+			t.Logf("server log (tail):\n%s", s.log.Tail(8000))
 		}
 	})
 	s.start()
@@ -200,14 +177,14 @@ func (s *testServer) startEtcd() {
 		case <-exited:
 			s.cmd = nil
 			if !fresh {
-				s.t.Fatalf("etcd exited at restart:\n%s", s.log.tail(4000))
+				s.t.Fatalf("etcd exited at restart:\n%s", s.log.Tail(4000))
 			}
 			continue
 		case <-time.After(300 * time.Millisecond):
 			return
 		}
 	}
-	s.t.Fatalf("etcd did not start:\n%s", s.log.tail(4000))
+	s.t.Fatalf("etcd did not start:\n%s", s.log.Tail(4000))
 }
 
 // waitReady waits until the server answers a Status call.
@@ -231,7 +208,7 @@ func (s *testServer) waitReady() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("server at %s not ready: %v\n%s", s.url, err, s.log.tail(4000))
+			s.t.Fatalf("server at %s not ready: %v\n%s", s.url, err, s.log.Tail(4000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

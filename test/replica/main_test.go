@@ -8,12 +8,9 @@ package replica
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quantyroot/quantykube/test/pgtest"
+	"github.com/quantyroot/quantykube/test/testutil"
 )
 
 var (
@@ -36,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	serverBin = filepath.Join(tmp, "quantykube")
-	if err := buildServer(serverBin); err != nil {
+	if err := testutil.BuildServer(serverBin); err != nil {
 		fmt.Fprintf(os.Stderr, "replica: %v\n", err)
 		os.RemoveAll(tmp)
 		os.Exit(1)
@@ -72,21 +70,8 @@ func needPostgres(t *testing.T, cluster bool) {
 	t.Skip("POSTGRES TEST SKIPPED: " + msg)
 }
 
-func buildServer(out string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/quantykube")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building quantykube in %s: %v\n%s", root, err, b)
-	}
-	return nil
-}
+// logTail is how much of a process's log a failure shows.
+const logTail = 6000
 
 // proc is one quantykube process.
 type proc struct {
@@ -94,45 +79,14 @@ type proc struct {
 	name   string
 	addr   string
 	cmd    *exec.Cmd
-	log    *logBuf
+	log    *testutil.LogBuffer
 	exited chan struct{}
-}
-
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
-	if len(s) > 6000 {
-		s = "..." + s[len(s)-6000:]
-	}
-	return s
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startProc starts quantykube serving dsn and waits until it answers.
 func startProc(t *testing.T, name, dsn string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, addr: freeAddr(t), log: &logBuf{}, exited: make(chan struct{})}
+	p := &proc{t: t, name: name, addr: testutil.FreeAddr(t), log: &testutil.LogBuffer{}, exited: make(chan struct{})}
 	args := append([]string{"serve", "--listen-address", p.addr, "--endpoint", dsn}, extra...)
 	p.cmd = exec.Command(serverBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
@@ -143,7 +97,7 @@ func startProc(t *testing.T, name, dsn string, extra ...string) *proc {
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
-			t.Logf("%s log (tail):\n%s", name, p.log.String())
+			t.Logf("%s log (tail):\n%s", name, p.log.Tail(logTail))
 		}
 	})
 	cli := p.client(t)
@@ -157,11 +111,11 @@ func startProc(t *testing.T, name, dsn string, extra ...string) *proc {
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited at start:\n%s", name, p.log.String())
+			t.Fatalf("%s exited at start:\n%s", name, p.log.Tail(logTail))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v\n%s", name, err, p.log.String())
+			t.Fatalf("%s not ready: %v\n%s", name, err, p.log.Tail(logTail))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
