@@ -24,7 +24,6 @@ type Dialect struct {
 	// state in memory and assigns revisions in one process, so a second
 	// server on the same file must not start.
 	lock *os.File
-	ckpt *checkpointer
 }
 
 // New parses sqlite://path (relative or absolute). Query parameters are not
@@ -64,8 +63,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	if d.lock, err = lockFile(d.Path + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
-	// The writer never checkpoints: checkpoint.go does, off its path.
-	writer, err = sql.Open("sqlite", d.dsn("wal_autocheckpoint(0)")+"&_txlock=immediate")
+	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
 	if err != nil {
 		d.Close()
 		return nil, nil, err
@@ -88,34 +86,17 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	reader.SetMaxOpenConns(n)
 	reader.SetMaxIdleConns(n)
 	reader.SetConnMaxLifetime(0)
-	ck, err := sql.Open("sqlite", d.dsn())
-	if err != nil {
-		writer.Close()
-		reader.Close()
-		d.Close()
-		return nil, nil, err
-	}
-	ck.SetMaxOpenConns(1)
-	ck.SetMaxIdleConns(1)
-	ck.SetConnMaxLifetime(0)
-	d.ckpt = startCheckpointer(ck)
 	return writer, reader, nil
 }
 
-// Close stops the checkpointer and releases the lock on the database; the
-// store calls it after closing its own connections.
+// Close releases the lock on the database; the store calls it after closing
+// its connections.
 func (d *Dialect) Close() error {
-	var err error
-	if d.ckpt != nil {
-		err = d.ckpt.close()
-		d.ckpt = nil
+	if d.lock == nil {
+		return nil
 	}
-	if d.lock != nil {
-		if e := d.lock.Close(); err == nil {
-			err = e
-		}
-		d.lock = nil
-	}
+	err := d.lock.Close()
+	d.lock = nil
 	return err
 }
 
