@@ -34,9 +34,17 @@ func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
 	if f.Rev > 0 {
 		return f, nil
 	}
+	// Nothing pruned yet: the log still starts with its first commit, whose
+	// time never changes. Every History Get asked for it twice.
+	if ms := s.logStartMs.Load(); ms != 0 {
+		return Floor{Rev: 1, UnixMs: ms}, nil
+	}
 	var ms sql.NullInt64
 	if err := s.readRow(ctx, `SELECT MIN(unix_ms) FROM log`).Scan(&ms); err != nil {
 		return Floor{}, err
+	}
+	if ms.Valid && ms.Int64 != 0 {
+		s.logStartMs.Store(ms.Int64)
 	}
 	return Floor{Rev: 1, UnixMs: ms.Int64}, nil
 }

@@ -66,6 +66,7 @@ type Store struct {
 	committed   atomic.Int64
 	compact     atomic.Int64
 	retainFloor atomic.Int64
+	logStartMs  atomic.Int64 // the first commit's time, once known (history.go)
 	rules       []*retentionRule
 	pruneMu     sync.Mutex
 	// cache, when set, answers latest-revision reads (cache.go).
