@@ -88,6 +88,46 @@ func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64
 	return max(rev, f.Rev), nil
 }
 
+// KeyAtTime is RevisionAt and KeyAt in one statement: the revision
+// committed at or before unixMs, and key as it was then (nil if absent).
+// History's Get at a time is the commonest question; one statement instead
+// of two is a third less of its time.
+func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64, *mvccpb.KeyValue, error) {
+	if now := s.opts.Now().UnixMilli(); unixMs > now {
+		return 0, nil, &OutOfRangeError{Msg: fmt.Sprintf("time %s is in the future (the server's time is %s)", fmtMs(unixMs), fmtMs(now))}
+	}
+	f, err := s.HistoryFloor(ctx, key)
+	if err != nil {
+		return 0, nil, err
+	}
+	if f.Rev > 1 && unixMs < f.UnixMs {
+		return 0, nil, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
+	}
+	var at, mod, create, version, lease, deleted sql.NullInt64
+	kv := &mvccpb.KeyValue{Key: key}
+	err = s.readRow(ctx, `SELECT t.rev, l.rev, l.value, l.create_rev, l.version, l.lease, l.deleted
+		FROM (SELECT (SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1) AS rev) t
+		LEFT JOIN log l ON l.id = (SELECT x.id FROM log x WHERE x.key = ? AND x.rev <= t.rev ORDER BY x.rev DESC LIMIT 1)`, unixMs, key).
+		Scan(&at, &mod, &kv.Value, &create, &version, &lease, &deleted)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !at.Valid {
+		return 1, nil, nil // before the first write: the empty store
+	}
+	// At or after the floor's commit time, the revision is at least the
+	// floor's (see RevisionAt).
+	rev := max(at.Int64, f.Rev)
+	if !mod.Valid || deleted.Int64 != 0 {
+		return rev, nil, nil
+	}
+	kv.ModRevision, kv.CreateRevision, kv.Version, kv.Lease = mod.Int64, create.Int64, version.Int64, lease.Int64
+	if kv.Value == nil {
+		kv.Value = []byte{}
+	}
+	return rev, kv, nil
+}
+
 // rangeFloor is the highest floor among the rules whose keys kr touches.
 func (s *Store) rangeFloor(kr KeyRange) Floor {
 	var floor Floor

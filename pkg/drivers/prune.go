@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -72,6 +73,39 @@ func (s *Store) initRules(ctx context.Context) error {
 		return err
 	}
 	s.retainFloor.Store(rf)
+	return nil
+}
+
+// syncFloors raises the in-memory floors to the ones in the database. On a
+// shared database another replica may have pruned: without this, History
+// here would keep answering for revisions whose rows are gone, until this
+// replica pruned too. Floors only rise, so a stale read is harmless.
+func (s *Store) syncFloors(ctx context.Context) error {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT prefix, floor, floor_unix_ms FROM retention`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var prefix []byte
+		var f Floor
+		if err := rows.Scan(&prefix, &f.Rev, &f.UnixMs); err != nil {
+			return err
+		}
+		for _, r := range s.rules {
+			if bytes.Equal(ruleKey(r), prefix) {
+				r.fl.raise(f)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var rf int64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'retain_floor'`).Scan(&rf); err != nil {
+		return err
+	}
+	storeMax(&s.retainFloor, rf)
 	return nil
 }
 

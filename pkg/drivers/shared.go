@@ -176,7 +176,7 @@ func (t *tailer) run(ctx context.Context) {
 	defer tick.Stop()
 	var lastErr time.Time
 	for {
-		leases := false
+		leases, polled := false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -184,7 +184,7 @@ func (t *tailer) run(ctx context.Context) {
 		case <-t.leasesCh:
 			leases = true
 		case <-tick.C:
-			leases = true
+			leases, polled = true, true
 		}
 		select {
 		case <-t.leasesCh:
@@ -194,6 +194,10 @@ func (t *tailer) run(ctx context.Context) {
 		err := t.catchUp(ctx)
 		if err == nil && leases {
 			err = t.syncLeases(ctx)
+		}
+		if err == nil && polled {
+			// Pruning by another replica sends no notification.
+			err = t.s.syncFloors(ctx)
 		}
 		if err != nil && ctx.Err() == nil && time.Since(lastErr) > 5*time.Second {
 			lastErr = time.Now()

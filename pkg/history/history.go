@@ -90,6 +90,13 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 	if len(r.RangeEnd) != 0 {
 		return nil, invalid("range_end is for Log only")
 	}
+	if len(r.Key) > 0 && r.UnixMs > 0 && r.Revision == 0 {
+		rev, kv, err := s.store.KeyAtTime(ctx, r.Key, r.UnixMs)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &historypb.GetResponse{Revision: rev, Kv: kv}, nil
+	}
 	rev, err := s.readRevision(ctx, r)
 	if err != nil {
 		return nil, toStatus(err)
