@@ -153,7 +153,7 @@ func (s *Store) rangeCached(r *pb.RangeRequest) (*RangeResult, bool, error) {
 		}
 		if len(store) == 0 {
 			// KeyValues in chunks, sized to the answer's likely length.
-			n := min(max(len(kvs), 64), 1024)
+			n := min(max(len(kvs), 16), 1024)
 			if kr.Single() {
 				n = 1
 			} else if limit > 0 {
@@ -217,6 +217,17 @@ func (s *Store) refreshCache(ctx context.Context, q querier, rev int64) error {
 	if c == nil || !c.stale {
 		return nil
 	}
+	// The writer's revision must be the database's: a commit reported as
+	// failed that took effect would otherwise tag newer rows with an older
+	// revision.
+	var dbRev int64
+	if err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&dbRev); err != nil {
+		return err
+	}
+	if dbRev != rev {
+		s.dropCache(fmt.Sprintf("the database is at revision %d but the writer at %d after a commit with an unknown outcome; restart to reload", dbRev, rev))
+		return nil
+	}
 	fresh, err := loadCache(ctx, q, rev, c.limit)
 	if err != nil {
 		return err
@@ -230,6 +241,9 @@ func (s *Store) refreshCache(ctx context.Context, q querier, rev int64) error {
 }
 
 func (s *Store) dropCache(why string) {
+	if c := s.cache.Load(); c != nil {
+		c.pub.Store(nil)
+	}
 	s.cache.Store(nil)
 	metrics.CacheBytes.Set(0)
 	s.log.Warn("current-state cache dropped: reads go to the database", "reason", why)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -299,4 +300,47 @@ func TestSecondStoreOnOneFileRefused(t *testing.T) {
 		t.Fatalf("after the first closed: %v", err)
 	}
 	b.Close()
+}
+
+// A symlink to the database is the same database: the second server is
+// refused whichever path it was given.
+func TestSecondStoreThroughSymlinkRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	real := filepath.Join(dir, "s.db")
+	open := func(path string) (*drivers.Store, error) {
+		d, err := sqlite.New("sqlite://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drivers.Open(ctx, d, drivers.Options{})
+	}
+	a, err := open(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := open(link); err == nil {
+		b.Close()
+		t.Fatal("a second store opened the database through a symlink")
+	}
+}
+
+// A closed store answers no read, not even from its cache.
+func TestClosedStoreAnswersNothing(t *testing.T) {
+	s := openStore(t, drivers.Options{})
+	put(t, s, "/c/a", []byte("1"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Range(context.Background(), &pb.RangeRequest{Key: []byte("/c/a")}); err == nil {
+		t.Fatal("a closed store answered a read")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 }

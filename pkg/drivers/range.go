@@ -44,6 +44,9 @@ type RangeResult struct {
 }
 
 // Range reads the latest state or a past revision, exactly as etcd does.
+// The answer is the caller's to change, but for the bytes of keys and
+// values, which may be shared with the store's cache and must not be
+// written.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
 	if res, ok, err := s.rangeCached(r); ok {
 		return res, err

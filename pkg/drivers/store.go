@@ -76,6 +76,7 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	closeErr  error
 	closed    atomic.Bool
 }
 
@@ -182,23 +183,26 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.stop)
 		<-s.done
+		// A closed store answers nothing, not even from memory.
+		s.cache.Store(nil)
 		if s.tail != nil {
 			s.tail.close()
 		}
 		s.hub.close()
 		s.wstmts.close()
 		s.rstmts.close()
-	})
-	err := s.wdb.Close()
-	if e := s.rdb.Close(); err == nil {
-		err = e
-	}
-	if c, ok := s.d.(io.Closer); ok {
-		if e := c.Close(); err == nil {
-			err = e
+		s.closeErr = s.wdb.Close()
+		if e := s.rdb.Close(); s.closeErr == nil {
+			s.closeErr = e
 		}
-	}
-	return err
+		// The dialect last: SQLite's lock outlives every connection.
+		if c, ok := s.d.(io.Closer); ok {
+			if e := c.Close(); s.closeErr == nil {
+				s.closeErr = e
+			}
+		}
+	})
+	return s.closeErr
 }
 
 // abandon closes what a failed Open had opened and returns err.

@@ -29,7 +29,9 @@ var (
 	ErrClosed         = errors.New("store is closed")
 )
 
-// Event is one change of one key, as the watch API delivers it.
+// Event is one change of one key, as the watch API delivers it. Events and
+// their KeyValues are shared (watchers, the ring, the current-state cache)
+// and read-only.
 type Event struct {
 	Type   mvccpb.Event_EventType
 	Kv     *mvccpb.KeyValue // for a delete: key and mod_revision only

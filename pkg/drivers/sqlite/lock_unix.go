@@ -18,10 +18,14 @@ func lockFile(path string) (*os.File, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		switch {
+		case errors.Is(err, syscall.EWOULDBLOCK):
 			return nil, fmt.Errorf("another QuantyKube server has this database open (%s is locked)", path)
+		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS):
+			// SQLite's own locking is unreliable there too.
+			return nil, fmt.Errorf("the filesystem of %s does not support file locks (%v): keep the database on a local filesystem", path, err)
 		}
-		return nil, err
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
 }

@@ -60,7 +60,13 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 			return nil, nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
-	if d.lock, err = lockFile(d.Path + "-lock"); err != nil {
+	// Named after the file itself, so that two paths to it (a symlink)
+	// still meet on one lock.
+	real := d.Path
+	if r, err := filepath.EvalSymlinks(d.Path); err == nil {
+		real = r
+	}
+	if d.lock, err = lockFile(real + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
