@@ -89,3 +89,21 @@ func BenchmarkRangeListPaged(b *testing.B) {
 		}
 	})
 }
+
+// History's Log of one key with 1,000 revisions (issue 5's target).
+func BenchmarkKeyLog1000(b *testing.B) {
+	s := benchStore(b, 10)
+	value := bytes.Repeat([]byte("h"), 1024)
+	for range 1000 {
+		put(b, s, "/registry/configmaps/default/hot", value)
+	}
+	ctx := context.Background()
+	kr := drivers.NewKeyRange([]byte("/registry/configmaps/default/hot"), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		page, err := s.KeyLog(ctx, kr, 0, 0, 0, 1000, 64<<20)
+		if err != nil || len(page.Events) != 1000 {
+			b.Fatalf("log: %v, %d events", err, len(page.Events))
+		}
+	}
+}
