@@ -170,14 +170,7 @@ func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string,
 // row's sub.
 func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
 	q, args := s.logEventsSQL("log AS l", where, args, limit)
-	if err := s.rstmts.warm(ctx, q); err != nil {
-		return nil, nil, err
-	}
-	st := s.rstmts.lookup(q)
-	if st == nil {
-		return nil, nil, ErrClosed
-	}
-	rows, err := st.QueryContext(ctx, args...)
+	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -89,14 +89,7 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 	}
 	cond, args := s.q.where("c.key", kr, nil)
 	q := `SELECT m.rev, ` + cols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
-	if err := s.rstmts.warm(ctx, q); err != nil {
-		return nil, true, err
-	}
-	st := s.rstmts.lookup(q)
-	if st == nil {
-		return nil, true, ErrClosed
-	}
-	rows, err := st.QueryContext(ctx, args...)
+	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, true, err
 	}
