@@ -629,7 +629,19 @@ func (w *writer) scanRows(query string, args ...any) ([]*row, error) {
 func (w *writer) deleteRange(c *change, d *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	kr := NewKeyRange(d.Key, d.RangeEnd)
 	var prevs []*row
-	if !kr.Empty() {
+	switch {
+	case kr.Single():
+		// kube-apiserver's delete: the writer's own row reader (the batch's
+		// changes, then the cache or the database) answers it without a
+		// scan, and without sending a Postgres batch's held-back writes.
+		prev, err := w.get(kr.Key)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			prevs = []*row{prev}
+		}
+	case !kr.Empty():
 		cond, args := w.s.q.where("key", kr, nil)
 		var err error
 		prevs, err = w.scanRows(`SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE `+cond+` ORDER BY key`, args...)
