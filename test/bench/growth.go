@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,21 +32,9 @@ func startGrowthServer(ctx context.Context, bin, dir string, extra ...string) (*
 	if err != nil {
 		return nil, err
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	}
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := waitReady(ctx, endpoint, cmd, exited); err != nil {
-		stop()
-		return nil, fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "server.log")))
+	endpoint, stop, err := supervise(ctx, cmd, port, dir)
+	if err != nil {
+		return nil, err
 	}
 	conns, err := dialConns(endpoint, 16)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -252,21 +253,9 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 	if err != nil {
 		return &roundResult{err: err}
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stopServer := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	}
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := waitReady(ctx, endpoint, cmd, exited); err != nil {
-		stopServer()
-		return &roundResult{err: fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "server.log")))}
+	endpoint, stopServer, err := supervise(ctx, cmd, port, dir)
+	if err != nil {
+		return &roundResult{err: err}
 	}
 	var hooks phaseHooks
 	if t.profiled {
@@ -307,4 +296,27 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// supervise waits until the server started as cmd (its log in
+// dir/server.log) answers on port, and returns its endpoint and a stop that
+// asks it to exit (SIGTERM) and kills its process group after 20 s.
+func supervise(ctx context.Context, cmd *exec.Cmd, port int, dir string) (endpoint string, stop func(), err error) {
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitReady(ctx, endpoint, cmd, exited); err != nil {
+		stop()
+		return "", nil, fmt.Errorf("%w; log: %s", err, tail(filepath.Join(dir, "server.log")))
+	}
+	return endpoint, stop, nil
 }
