@@ -63,7 +63,7 @@ minor="$(echo "$GOVER" | sed -E -n 's/^go1\.([0-9]+).*/\1/p')"
 	die "Go 1.$MIN_GO_MINOR+ is required, found '$GOVER'"
 [ -f "$ROOT/go.mod" ] && grep -q "^module $OUR_MODULE\$" "$ROOT/go.mod" ||
 	die "$ROOT/go.mod is missing or is not module $OUR_MODULE"
-[ -f "$ROOT/pkg/server/server.go" ] || die "$ROOT/pkg/server/server.go is missing"
+[ -f "$ROOT/pkg/endpoint/endpoint.go" ] || die "$ROOT/pkg/endpoint/endpoint.go is missing"
 [ -f "$ROOT/test/conformance/go.mod" ] || die "$ROOT/test/conformance/go.mod is missing"
 [ -d "$ROOT/test/conformance/testserver" ] || die "$ROOT/test/conformance/testserver is missing"
 if grep -q 'go.etcd.io/etcd/server/v3' "$ROOT/go.mod"; then

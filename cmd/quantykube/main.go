@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/server"
 )
 
@@ -52,7 +52,7 @@ func main() {
 	case "history":
 		err = history(os.Args[2:])
 	case "version", "--version":
-		fmt.Printf("quantykube (etcd API %s)\n", endpoint.Version)
+		fmt.Printf("quantykube (etcd API %s)\n", server.Version)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -67,22 +67,22 @@ func main() {
 
 func serve(args []string) error {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	var cfg server.Config
+	var cfg endpoint.Config
 	var debug bool
-	fs.StringVar(&cfg.ListenAddress, "listen-address", server.DefaultListenAddress, "address to serve the etcd API on: host:port or unix:///path")
-	fs.StringVar(&cfg.Endpoint, "endpoint", server.DefaultEndpoint, "database: sqlite://path or postgres://user:pass@host:port/db?sslmode=...")
+	fs.StringVar(&cfg.ListenAddress, "listen-address", endpoint.DefaultListenAddress, "address to serve the etcd API on: host:port or unix:///path")
+	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, "database: sqlite://path or postgres://user:pass@host:port/db?sslmode=...")
 	fs.IntVar(&cfg.DatastoreMaxOpenConns, "datastore-max-open-connections", 0, "postgres: most connections of the read pool (default max(8, 4*GOMAXPROCS); the writer and the listener take one more each)")
 	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every session (0: the server's setting)")
 	fs.StringVar(&cfg.CertFile, "cert-file", "", "serving TLS certificate")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "serving TLS key")
 	fs.StringVar(&cfg.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates")
 	fs.BoolVar(&cfg.ClientCertAuth, "client-cert-auth", false, "require a client certificate signed by --trusted-ca-file")
-	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request accepted, in bytes")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (default 10m)")
 	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
 	retainPrefix := fs.StringArray("retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
-	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", drivers.DefaultCacheBytes, "sqlite: memory for an in-memory copy of the live keys, which answers reads at the latest revision; when the live keys outgrow it, reads go to the database (0: off)")
+	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", mvcc.DefaultCacheBytes, "sqlite: memory for an in-memory copy of the live keys, which answers reads at the latest revision; when the live keys outgrow it, reads go to the database (0: off)")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
 	pprofAddr := fs.String("pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
 	fs.BoolVar(&debug, "debug", false, "log at debug level")
@@ -104,7 +104,7 @@ func serve(args []string) error {
 		if !ok || prefix == "" || err != nil {
 			return fmt.Errorf("--retain-prefix %q: want PREFIX=DURATION, e.g. /registry/leases/=10m", rp)
 		}
-		cfg.RetainPrefixes = append(cfg.RetainPrefixes, drivers.RetentionRule{Prefix: []byte(prefix), Retain: d})
+		cfg.RetainPrefixes = append(cfg.RetainPrefixes, mvcc.RetentionRule{Prefix: []byte(prefix), Retain: d})
 	}
 	level := slog.LevelInfo
 	if debug {
@@ -120,7 +120,7 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.Start(ctx, cfg)
+	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -34,17 +34,17 @@ const (
 // Service implements historypb.HistoryServer on a store.
 type Service struct {
 	historypb.UnimplementedHistoryServer
-	store *drivers.Store
+	store *mvcc.Store
 }
 
 // New returns the History service for store.
-func New(store *drivers.Store) *Service { return &Service{store: store} }
+func New(store *mvcc.Store) *Service { return &Service{store: store} }
 
 // Register adds the service to g.
 func (s *Service) Register(g *grpc.Server) { historypb.RegisterHistoryServer(g, s) }
 
 func toStatus(err error) error {
-	var oor *drivers.OutOfRangeError
+	var oor *mvcc.OutOfRangeError
 	switch {
 	case err == nil:
 		return nil
@@ -54,7 +54,7 @@ func toStatus(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, drivers.ErrClosed):
+	case errors.Is(err, mvcc.ErrClosed):
 		return status.Error(codes.Unavailable, "quantykube: server stopping")
 	}
 	if _, ok := status.FromError(err); ok {
@@ -125,7 +125,7 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 	case limit > MaxLogLimit:
 		limit = MaxLogLimit
 	}
-	kr := drivers.NewKeyRange(r.Key, r.RangeEnd)
+	kr := mvcc.NewKeyRange(r.Key, r.RangeEnd)
 	from := r.Revision
 	if r.UnixMs != 0 {
 		// Changes from that time on: the first revision committed at or

@@ -220,7 +220,7 @@ func run() error {
 		}
 		tr := &targetResult{t: t, rounds: []*roundResult{rr}}
 		fmt.Println()
-		fmt.Println("Profiled run (same pkg/server code in the harness binary; not part of the comparison):")
+		fmt.Println("Profiled run (same pkg/endpoint code in the harness binary; not part of the comparison):")
 		printReport(os.Stdout, []*targetResult{tr}, cfg, 0)
 	}
 	return nil

@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 )
 
 // serveProfiled is `bench serve-profiled`: QuantyKube through the same
-// pkg/server.Start that cmd/quantykube calls, in its own process, plus a
+// pkg/endpoint.Start that cmd/quantykube calls, in its own process, plus a
 // loopback control endpoint that starts and stops a CPU profile per phase.
 // The control endpoint also serves net/http/pprof, for an execution trace of
 // a phase (the Postgres writer mostly waits on the network, which a CPU
@@ -35,7 +35,7 @@ import (
 func serveProfiled(args []string) error {
 	fs := flag.NewFlagSet("serve-profiled", flag.ContinueOnError)
 	listen := fs.String("listen-address", "127.0.0.1:0", "etcd API address")
-	endpoint := fs.String("endpoint", "", "database DSN")
+	dsn := fs.String("endpoint", "", "database DSN")
 	control := fs.String("control-address", "127.0.0.1:0", "loopback address of the profile control endpoint")
 	dir := fs.String("profile-dir", ".", "where CPU profiles are written")
 	withTrace := fs.Bool("trace", false, "also write an execution trace per phase (<name>.trace): where goroutines wait, which a CPU profile does not show")
@@ -44,7 +44,7 @@ func serveProfiled(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.Start(ctx, server.Config{ListenAddress: *listen, Endpoint: *endpoint, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv, err := endpoint.Start(ctx, endpoint.Config{ListenAddress: *listen, Endpoint: *dsn, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -128,7 +128,7 @@ func splitAligned(t *testing.T, head, row string, header []string) []string {
 // log, get and restore with tables and -o json, paging, TIME forms and
 // the errors people see.
 func TestCLI(t *testing.T) {
-	e := startEnv(t, server.Config{}, nil)
+	e := startEnv(t, endpoint.Config{}, nil)
 	ep := "--endpoints=" + e.url
 	zone, err := time.LoadLocation(cliZone)
 	must(t, err)
@@ -291,7 +291,7 @@ func TestCLI(t *testing.T) {
 // TestCLIUnixSocket: the CLI reaches a server on a unix socket.
 func TestCLIUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "qk.sock")
-	e := startEnv(t, server.Config{ListenAddress: "unix://" + sock}, nil)
+	e := startEnv(t, endpoint.Config{ListenAddress: "unix://" + sock}, nil)
 	rev := e.put("/u/k", "over a socket")
 	out := e.ok("get", "/u/k", "--rev", strconv.FormatInt(rev, 10), "--endpoints", "unix://"+sock).stdout
 	if rows := table(t, out, "REVISION", "KEY", "STATE", "CREATE_REV", "MOD_REV", "VERSION", "VALUE"); rows[0][6] != "over a socket" {
@@ -304,7 +304,7 @@ func TestCLIUnixSocket(t *testing.T) {
 func TestCLITLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
-	e := startEnv(t, server.Config{CertFile: cert, KeyFile: key}, nil)
+	e := startEnv(t, endpoint.Config{CertFile: cert, KeyFile: key}, nil)
 	if !strings.HasPrefix(e.url, "https://") {
 		t.Fatalf("server URL %s is not https", e.url)
 	}
@@ -351,5 +351,5 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 		must(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
 		return p
 	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server-key.pem", "EC PRIVATE KEY", keyDER)
+	return write("ca.pem", "CERTIFICATE", caDER), write("endpoint.pem", "CERTIFICATE", srvDER), write("server-key.pem", "EC PRIVATE KEY", keyDER)
 }

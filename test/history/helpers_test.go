@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
 	"github.com/quantyroot/quantykube/test/testutil"
 )
@@ -43,7 +43,7 @@ func (c *clock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 // env is one server under test and its clients.
 type env struct {
 	t     *testing.T
-	srv   *server.Server
+	srv   *endpoint.Server
 	url   string
 	addr  string // host:port, or unix:///path
 	clock *clock // nil: the wall clock
@@ -55,7 +55,7 @@ type env struct {
 // startEnv starts a fresh server with cfg (ListenAddress, Endpoint and
 // Logger are filled in unless set) and stops it when t ends. With a clock
 // the store runs on it.
-func startEnv(t *testing.T, cfg server.Config, clk *clock) *env {
+func startEnv(t *testing.T, cfg endpoint.Config, clk *clock) *env {
 	t.Helper()
 	e := &env{t: t, clock: clk, log: &testutil.LogBuffer{}}
 	if cfg.ListenAddress == "" {
@@ -70,9 +70,9 @@ func startEnv(t *testing.T, cfg server.Config, clk *clock) *env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := server.Start(ctx, cfg)
+	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
-		t.Fatalf("server.Start: %v", err)
+		t.Fatalf("endpoint.Start: %v", err)
 	}
 	e.srv, e.url = srv, srv.ClientURL()
 	t.Cleanup(func() {

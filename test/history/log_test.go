@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -18,7 +18,7 @@ import (
 // come in 3 pages, oldest first, with no gap and no duplicate; each entry
 // chains to the one before through prev_kv.
 func TestLogPagingLargeLog(t *testing.T) {
-	e := startEnv(t, server.Config{}, nil)
+	e := startEnv(t, endpoint.Config{}, nil)
 	const n, workers = 2500, 16
 	revs := make([][]int64, workers)
 	var wg sync.WaitGroup
@@ -117,7 +117,7 @@ func TestLogPagingLargeLog(t *testing.T) {
 // by one entry walks through a revision that changed several keys.
 func TestLogPrefixAndRange(t *testing.T) {
 	clk := newClock()
-	e := startEnv(t, server.Config{}, clk)
+	e := startEnv(t, endpoint.Config{}, clk)
 	ctx := testCtx(t)
 	m := newModel()
 	put := func(k, v string) {
@@ -213,7 +213,7 @@ func TestLogPrefixAndRange(t *testing.T) {
 // written lists nothing; it is not a future revision.
 func TestLogSinceQuietPeriod(t *testing.T) {
 	clk := newClock()
-	e := startEnv(t, server.Config{}, clk)
+	e := startEnv(t, endpoint.Config{}, clk)
 	clk.advance(time.Second)
 	e.put("/q/k", "v")
 	clk.advance(10 * time.Second)
@@ -231,7 +231,7 @@ func TestLogSinceQuietPeriod(t *testing.T) {
 		}
 	}
 	// Likewise on a store that was never written.
-	e2 := startEnv(t, server.Config{}, newClock())
+	e2 := startEnv(t, endpoint.Config{}, newClock())
 	if _, err := e2.hist.Log(testCtx(t), &historypb.Request{Key: []byte("/q/k"), UnixMs: clockStart.UnixMilli() - 60000}); err != nil {
 		t.Fatalf("Log of an empty store from a past time: %v", err)
 	}

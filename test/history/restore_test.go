@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -65,7 +65,7 @@ func noEvent(t *testing.T, wch clientv3.WatchChan, d time.Duration) {
 // and no lease, and an etcd watcher opened before sees exactly that event,
 // as does a second watcher on its prefix.
 func TestRestoreDeletedKeySeenByWatcher(t *testing.T) {
-	e := startEnv(t, server.Config{}, nil)
+	e := startEnv(t, endpoint.Config{}, nil)
 	ctx := testCtx(t)
 	lease, err := e.etcd.Grant(ctx, 3600)
 	must(t, err)
@@ -126,7 +126,7 @@ func TestRestoreDeletedKeySeenByWatcher(t *testing.T) {
 // has writes nothing and answers new_revision 0; so does restoring an
 // absent key to a revision where it was absent.
 func TestRestoreToCurrentStateIsNoop(t *testing.T) {
-	e := startEnv(t, server.Config{}, nil)
+	e := startEnv(t, endpoint.Config{}, nil)
 	ctx := testCtx(t)
 	r1 := e.put("/n/k", "same")
 	e.put("/n/k", "other")

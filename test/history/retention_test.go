@@ -16,8 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -26,10 +26,10 @@ const retain = 75 * time.Second
 
 // startRetaining starts a server on a test clock that keeps history for
 // retain and prunes only when the test says so.
-func startRetaining(t *testing.T, rules ...drivers.RetentionRule) (*env, *clock) {
+func startRetaining(t *testing.T, rules ...mvcc.RetentionRule) (*env, *clock) {
 	t.Helper()
 	clk := newClock()
-	e := startEnv(t, server.Config{Retain: retain, RetainPrefixes: rules, PruneInterval: time.Hour}, clk)
+	e := startEnv(t, endpoint.Config{Retain: retain, RetainPrefixes: rules, PruneInterval: time.Hour}, clk)
 	return e, clk
 }
 
@@ -197,7 +197,7 @@ func TestEtcdFloorRisesAfterPruning(t *testing.T) {
 // the default rule (keep everything) leaves other keys' history whole.
 func TestRetainPrefix(t *testing.T) {
 	clk := newClock()
-	e := startEnv(t, server.Config{RetainPrefixes: []drivers.RetentionRule{{Prefix: []byte("/leases/"), Retain: retain}}, PruneInterval: time.Hour}, clk)
+	e := startEnv(t, endpoint.Config{RetainPrefixes: []mvcc.RetentionRule{{Prefix: []byte("/leases/"), Retain: retain}}, PruneInterval: time.Hour}, clk)
 	m := newModel()
 	for i := range 10 {
 		clk.advance(20 * time.Second)
@@ -406,7 +406,7 @@ func kvsString(kvs []*mvccpb.KeyValue) []string {
 func TestFloorSurvivesRestart(t *testing.T) {
 	clk := newClock()
 	db := "sqlite://" + t.TempDir() + "/s.db"
-	cfg := server.Config{Endpoint: db, Retain: retain, PruneInterval: time.Hour}
+	cfg := endpoint.Config{Endpoint: db, Retain: retain, PruneInterval: time.Hour}
 	e := startEnv(t, cfg, clk)
 	m := newModel()
 	for i := range 10 {
@@ -435,7 +435,7 @@ func TestFloorSurvivesRestart(t *testing.T) {
 // TestCompactDoesNotShortenHistory: the apiserver's Compact moves only the
 // etcd API's floor; History keeps serving what retention keeps.
 func TestCompactDoesNotShortenHistory(t *testing.T) {
-	e := startEnv(t, server.Config{}, nil)
+	e := startEnv(t, endpoint.Config{}, nil)
 	r1 := e.put("/c/k", "v1")
 	e.put("/c/k", "v2")
 	r3 := e.put("/c/k", "v3")

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -16,7 +16,7 @@ import (
 // against the state of that moment.
 func TestTimeTravel(t *testing.T) {
 	clk := newClock()
-	e := startEnv(t, server.Config{}, clk)
+	e := startEnv(t, endpoint.Config{}, clk)
 	m := newModel()
 	first := clk.nowMs()
 	step := func(d time.Duration) { clk.advance(d) }
@@ -107,7 +107,7 @@ func TestTimeTravel(t *testing.T) {
 // OUT_OF_RANGE, for every method; the current revision and now do not.
 func TestOutOfRangeFuture(t *testing.T) {
 	clk := newClock()
-	e := startEnv(t, server.Config{}, clk)
+	e := startEnv(t, endpoint.Config{}, clk)
 	clk.advance(time.Second)
 	e.put("/f/k", "v")
 	cur := e.rev()

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/test/testutil"
 )
 
@@ -34,7 +34,7 @@ const envEtcdBin = "QUANTY_TEST_ETCD_BIN"
 // real etcd (its default is 10 minutes).
 const etcdProgressInterval = time.Second
 
-// quantyProgressInterval is set on server.Config.WatchProgressNotifyInterval
+// quantyProgressInterval is set on endpoint.Config.WatchProgressNotifyInterval
 // when the core has that field; progressWait bounds the wait for a periodic
 // progress notification.
 const quantyProgressInterval = time.Second
@@ -52,7 +52,7 @@ type testServer struct {
 	// QuantyKube.
 	dbPath string
 	addr   string
-	srv    *server.Server
+	srv    *endpoint.Server
 
 	// etcd.
 	etcdBin    string
@@ -102,7 +102,7 @@ func (s *testServer) start() {
 
 func (s *testServer) startQuanty() {
 	s.t.Helper()
-	cfg := server.Config{
+	cfg := endpoint.Config{
 		ListenAddress: s.addr,
 		Endpoint:      endpointFor(s.t, s.dbPath),
 		Logger:        slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -117,14 +117,14 @@ func (s *testServer) startQuanty() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := server.Start(ctx, cfg)
+	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil && s.addr != "127.0.0.1:0" {
 		// Restart: the old port may have been taken meanwhile.
 		cfg.ListenAddress = "127.0.0.1:0"
-		srv, err = server.Start(ctx, cfg)
+		srv, err = endpoint.Start(ctx, cfg)
 	}
 	if err != nil {
-		s.t.Fatalf("server.Start: %v", err)
+		s.t.Fatalf("endpoint.Start: %v", err)
 	}
 	s.srv = srv
 	s.url = srv.ClientURL()

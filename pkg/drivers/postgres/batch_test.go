@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 // openStore opens a store on a fresh database; without PostgreSQL the
 // test is skipped, or fails under CI=true.
-func openStore(t *testing.T) (*drivers.Store, string) {
+func openStore(t *testing.T) (*mvcc.Store, string) {
 	t.Helper()
 	if srvErr != nil {
 		if errors.Is(srvErr, pgtest.ErrUnavailable) && os.Getenv("CI") != "true" {
@@ -54,7 +54,7 @@ func openStore(t *testing.T) (*drivers.Store, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := drivers.Open(ctx, d, drivers.Options{})
+	s, err := mvcc.Open(ctx, d, mvcc.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +241,12 @@ func TestReplicaFollowsRetentionFloor(t *testing.T) {
 		defer mu.Unlock()
 		return now
 	}
-	open := func() *drivers.Store {
+	open := func() *mvcc.Store {
 		d, err := postgres.New(dsn, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := drivers.Open(ctx, d, drivers.Options{Now: clock, Retain: drivers.MinRetain, PruneInterval: time.Hour})
+		s, err := mvcc.Open(ctx, d, mvcc.Options{Now: clock, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ func TestHistoryReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := drivers.Open(ctx, d, drivers.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	s, err := mvcc.Open(ctx, d, mvcc.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,16 +336,16 @@ func TestHistoryReads(t *testing.T) {
 			}
 		}
 	}
-	all, err := s.KeyLog(ctx, drivers.NewKeyRange([]byte("/h/"), []byte("/h0")), 0, 0, 0, 100, 1<<20)
+	all, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte("/h/"), []byte("/h0")), 0, 0, 0, 100, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"/h/a", "/h/b"} {
-		one, err := s.KeyLog(ctx, drivers.NewKeyRange([]byte(key), nil), 0, 0, 0, 100, 1<<20)
+		one, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte(key), nil), 0, 0, 0, 100, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []*drivers.Event
+		var want []*mvcc.Event
 		for _, e := range all.Events {
 			if string(e.Kv.Key) == key {
 				want = append(want, e)
@@ -360,7 +360,7 @@ func TestHistoryReads(t *testing.T) {
 			}
 		}
 		// A page that starts mid-chain looks up its first prev_kv.
-		page, err := s.KeyLog(ctx, drivers.NewKeyRange([]byte(key), nil), 0, want[0].Rev(), 1<<30, 100, 1<<20)
+		page, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte(key), nil), 0, want[0].Rev(), 1<<30, 100, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

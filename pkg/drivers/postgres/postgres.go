@@ -1,7 +1,7 @@
 // Package postgres is the PostgreSQL dialect, on jackc/pgx/v5 through its
 // database/sql adapter so the core stays shared with SQLite. Several
 // QuantyKube processes may serve one database: the dialect implements
-// drivers.Shared (a database-wide write lock per batch, LISTEN/NOTIFY
+// mvcc.Shared (a database-wide write lock per batch, LISTEN/NOTIFY
 // wake-ups, leases whose deadlines live in the database).
 package postgres
 
@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // Options tune the connection pools; zero values take the defaults.
@@ -205,8 +205,8 @@ func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 // LockBatch locks meta's rev row for the rest of the transaction: batches
 // of every replica commit one after another, each starting from the
 // revision the previous one committed.
-func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (drivers.BatchStart, []*mvccpb.KeyValue, error) {
-	var st drivers.BatchStart
+func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+	var st mvcc.BatchStart
 	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`).Scan(&st.Rev); err != nil {
 		return st, nil, err
 	}
@@ -266,7 +266,7 @@ m AS (
 SELECT pg_notify('` + channel + `', $21::text) WHERE $21::text <> ''`
 
 // WriteBatch sends the batch in one round trip (see writeBatchSQL).
-func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *drivers.BatchWrites) error {
+func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *mvcc.BatchWrites) error {
 	n := len(w.Log)
 	rev, sub, create, version, lease := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, values := make([][]byte, n), make([][]byte, n)
@@ -295,7 +295,7 @@ func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *drivers.BatchWr
 	return err
 }
 
-func (d *Dialect) Notify(ctx context.Context, ex drivers.Execer, payload string) error {
+func (d *Dialect) Notify(ctx context.Context, ex mvcc.Execer, payload string) error {
 	_, err := ex.ExecContext(ctx, `SELECT pg_notify('`+channel+`', $1)`, payload)
 	return err
 }
@@ -345,15 +345,15 @@ func (d *Dialect) listenOnce(ctx context.Context, wake func(string)) bool {
 	}
 }
 
-func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]drivers.LeaseRow, error) {
+func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
 	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []drivers.LeaseRow
+	var out []mvcc.LeaseRow
 	for rows.Next() {
-		var r drivers.LeaseRow
+		var r mvcc.LeaseRow
 		if err := rows.Scan(&r.ID, &r.TTL, &r.RemainingMs); err != nil {
 			return nil, err
 		}
@@ -391,6 +391,6 @@ func (d *Dialect) LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool,
 }
 
 var (
-	_ drivers.Dialect = (*Dialect)(nil)
-	_ drivers.Shared  = (*Dialect)(nil)
+	_ mvcc.Dialect = (*Dialect)(nil)
+	_ mvcc.Shared  = (*Dialect)(nil)
 )

@@ -14,7 +14,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // Dialect opens one SQLite file.
@@ -161,4 +161,4 @@ func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
-var _ drivers.Dialect = (*Dialect)(nil)
+var _ mvcc.Dialect = (*Dialect)(nil)

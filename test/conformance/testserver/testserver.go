@@ -11,7 +11,7 @@
 //
 // The *embed.Config is only a carrier of the settings the suite tweaks
 // (WatchProgressNotifyInterval, client TLS); RunEtcd translates them into a
-// server.Config and starts QuantyKube in-process on a fresh SQLite file.
+// endpoint.Config and starts QuantyKube in-process on a fresh SQLite file.
 //
 // Setting QUANTYKUBE_CONFORMANCE_BACKEND=etcd starts a real embedded etcd
 // instead: the reference run that proves the harness itself is sound.
@@ -40,7 +40,7 @@ import (
 
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -181,7 +181,7 @@ func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	if backend(t) == "postgres" {
 		endpoint = postgresDatabase(t)
 	}
-	scfg := server.Config{
+	scfg := endpoint.Config{
 		ListenAddress: "127.0.0.1:0",
 		Endpoint:      endpoint,
 		Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -196,7 +196,7 @@ func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // runs after Close (cleanups are LIFO)
-	srv, err := server.Start(ctx, scfg)
+	srv, err := endpoint.Start(ctx, scfg)
 	if err != nil {
 		t.Fatalf("starting QuantyKube: %v", err)
 	}

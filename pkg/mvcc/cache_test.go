@@ -1,4 +1,4 @@
-package drivers_test
+package mvcc_test
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-func openStore(t testing.TB, opts drivers.Options) *drivers.Store {
+func openStore(t testing.TB, opts mvcc.Options) *mvcc.Store {
 	t.Helper()
 	d, err := sqlite.New("sqlite://" + filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := drivers.Open(context.Background(), d, opts)
+	s, err := mvcc.Open(context.Background(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func openStore(t testing.TB, opts drivers.Options) *drivers.Store {
 type cacheOps struct {
 	t        *testing.T
 	rnd      *rand.Rand
-	a, b     *drivers.Store
+	a, b     *mvcc.Store
 	leases   []int64
 	keySpace int
 }
@@ -96,7 +96,7 @@ func (o *cacheOps) step(i int) {
 		})
 	case n < 93:
 		id := int64(1000 + i)
-		for _, s := range []*drivers.Store{o.a, o.b} {
+		for _, s := range []*mvcc.Store{o.a, o.b} {
 			if _, _, _, err := s.LeaseGrant(context.Background(), id, 3600); err != nil {
 				o.t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func (o *cacheOps) step(i int) {
 		j := o.rnd.IntN(len(o.leases))
 		id := o.leases[j]
 		o.leases = append(o.leases[:j], o.leases[j+1:]...)
-		for _, s := range []*drivers.Store{o.a, o.b} {
+		for _, s := range []*mvcc.Store{o.a, o.b} {
 			if _, err := s.LeaseRevoke(context.Background(), id); err != nil {
 				o.t.Fatal(err)
 			}
@@ -175,8 +175,8 @@ func TestCacheAnswersAsSQL(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			o := &cacheOps{
 				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
-				a: openStore(t, drivers.Options{}),
-				b: openStore(t, drivers.Options{CacheBytes: -1}),
+				a: openStore(t, mvcc.Options{}),
+				b: openStore(t, mvcc.Options{CacheBytes: -1}),
 			}
 			if !o.a.CacheEnabled() || o.b.CacheEnabled() {
 				t.Fatalf("cache enabled: %v and %v, want true and false", o.a.CacheEnabled(), o.b.CacheEnabled())
@@ -197,18 +197,18 @@ func TestCacheAnswersAsSQL(t *testing.T) {
 func TestCacheReloadAndBudget(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
-	open := func(opts drivers.Options) *drivers.Store {
+	open := func(opts mvcc.Options) *mvcc.Store {
 		d, err := sqlite.New("sqlite://" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := drivers.Open(ctx, d, opts)
+		s, err := mvcc.Open(ctx, d, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	s := open(drivers.Options{CacheBytes: 64 << 10})
+	s := open(mvcc.Options{CacheBytes: 64 << 10})
 	value := make([]byte, 1000)
 	for i := range 30 {
 		put(t, s, fmt.Sprintf("/r/%02d", i), value)
@@ -228,12 +228,12 @@ func TestCacheReloadAndBudget(t *testing.T) {
 	}
 	s.Close()
 
-	s = open(drivers.Options{CacheBytes: 64 << 10})
+	s = open(mvcc.Options{CacheBytes: 64 << 10})
 	if s.CacheEnabled() {
 		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the cache is on")
 	}
 	s.Close()
-	s = open(drivers.Options{})
+	s = open(mvcc.Options{})
 	defer s.Close()
 	if !s.CacheEnabled() {
 		t.Fatal("reopened with the default budget, the cache is off")
@@ -251,7 +251,7 @@ func TestCacheReloadAndBudget(t *testing.T) {
 // reloaded from the database by the next batch.
 func TestCacheReloadsWhenStale(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t, drivers.Options{})
+	s := openStore(t, mvcc.Options{})
 	put(t, s, "/s/a", []byte("1"))
 	s.MarkCacheStale()
 	if s.CacheServing() {
@@ -276,12 +276,12 @@ func TestCacheReloadsWhenStale(t *testing.T) {
 func TestSecondStoreOnOneFileRefused(t *testing.T) {
 	ctx := context.Background()
 	path := "sqlite://" + filepath.Join(t.TempDir(), "s.db")
-	open := func() (*drivers.Store, error) {
+	open := func() (*mvcc.Store, error) {
 		d, err := sqlite.New(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivers.Open(ctx, d, drivers.Options{})
+		return mvcc.Open(ctx, d, mvcc.Options{})
 	}
 	a, err := open()
 	if err != nil {
@@ -308,12 +308,12 @@ func TestSecondStoreThroughSymlinkRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	real := filepath.Join(dir, "s.db")
-	open := func(path string) (*drivers.Store, error) {
+	open := func(path string) (*mvcc.Store, error) {
 		d, err := sqlite.New("sqlite://" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivers.Open(ctx, d, drivers.Options{})
+		return mvcc.Open(ctx, d, mvcc.Options{})
 	}
 	a, err := open(real)
 	if err != nil {
@@ -332,7 +332,7 @@ func TestSecondStoreThroughSymlinkRefused(t *testing.T) {
 
 // A closed store answers no read, not even from its cache.
 func TestClosedStoreAnswersNothing(t *testing.T) {
-	s := openStore(t, drivers.Options{})
+	s := openStore(t, mvcc.Options{})
 	put(t, s, "/c/a", []byte("1"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

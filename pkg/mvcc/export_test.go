@@ -1,4 +1,4 @@
-package drivers
+package mvcc
 
 // Test hooks: the cache's state, and the one failure tests cannot cause
 // (a commit whose outcome is unknown). Call them between writes: the

@@ -1,7 +1,7 @@
 // Package drivers is QuantyKube's SQL revision log: one core that implements
 // etcd's MVCC semantics over two tables (log: every change; current: the live
 // state) and a small Dialect per database engine.
-package drivers
+package mvcc
 
 import (
 	"bytes"

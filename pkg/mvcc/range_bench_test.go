@@ -1,4 +1,4 @@
-package drivers_test
+package mvcc_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // The store-level read paths, without gRPC, for pprof (go test -bench
@@ -19,17 +19,17 @@ import (
 // the current-state cache). Side-by-side figures against etcd and kine are
 // make bench's job; these only show where a read's CPU goes.
 
-func benchStore(b *testing.B, keys int) *drivers.Store {
+func benchStore(b *testing.B, keys int) *mvcc.Store {
 	b.Helper()
 	d, err := sqlite.New("sqlite://" + filepath.Join(b.TempDir(), "b.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var opts drivers.Options
+	var opts mvcc.Options
 	if os.Getenv("QUANTY_BENCH_NO_CACHE") != "" {
 		opts.CacheBytes = -1 // the SQL read path
 	}
-	s, err := drivers.Open(context.Background(), d, opts)
+	s, err := mvcc.Open(context.Background(), d, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func BenchmarkKeyLog1000(b *testing.B) {
 		put(b, s, "/registry/configmaps/default/hot", value)
 	}
 	ctx := context.Background()
-	kr := drivers.NewKeyRange([]byte("/registry/configmaps/default/hot"), nil)
+	kr := mvcc.NewKeyRange([]byte("/registry/configmaps/default/hot"), nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		page, err := s.KeyLog(ctx, kr, 0, 0, 0, 1000, 64<<20)

@@ -1,4 +1,4 @@
-package endpoint
+package server
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 type kvServer struct {
@@ -59,7 +59,7 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingSe
 }
 
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := drivers.CheckPut(r); err != nil {
+	if err := mvcc.CheckPut(r); err != nil {
 		return nil, toGRPC(err)
 	}
 	resp, err := k.s.store.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: r}}}})
@@ -73,7 +73,7 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	if len(r.Key) == 0 {
-		return nil, toGRPC(drivers.ErrEmptyKey)
+		return nil, toGRPC(mvcc.ErrEmptyKey)
 	}
 	resp, err := k.s.store.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: r}}}})
 	if err != nil {
@@ -86,7 +86,7 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	// Refuse malformed transactions before they reach the writer's queue.
-	if err := drivers.CheckTxn(r, drivers.MaxTxnOps); err != nil {
+	if err := mvcc.CheckTxn(r, mvcc.MaxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}
 	resp, err := k.s.store.Txn(ctx, r)

@@ -1,4 +1,4 @@
-package server_test
+package endpoint_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 )
 
 func freeAddr(t *testing.T) string {
@@ -43,7 +43,7 @@ func scrape(t *testing.T, addr string) string {
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	maddr := freeAddr(t)
-	s, err := server.Start(ctx, server.Config{
+	s, err := endpoint.Start(ctx, endpoint.Config{
 		ListenAddress:        "127.0.0.1:0",
 		Endpoint:             "sqlite://" + filepath.Join(t.TempDir(), "s.db"),
 		MetricsListenAddress: maddr,

@@ -1,4 +1,4 @@
-package endpoint
+package server
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/metrics"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 type watchServer struct {
@@ -32,7 +32,7 @@ const (
 // been sent; it is synced when next is past the hub's revision.
 type watcher struct {
 	id       int64
-	kr       drivers.KeyRange
+	kr       mvcc.KeyRange
 	next     int64
 	prevKV   bool
 	progress bool
@@ -183,7 +183,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 		key = []byte{0} // the smallest key, as etcd reads an empty one
 	}
 	w := &watcher{
-		kr:       drivers.NewKeyRange(key, cr.RangeEnd),
+		kr:       mvcc.NewKeyRange(key, cr.RangeEnd),
 		next:     cr.StartRevision,
 		prevKV:   cr.PrevKv,
 		progress: cr.ProgressNotify,
@@ -238,7 +238,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		}
 		to := min(rev, w.next+catchUpRevisions-1)
 		evs, err := st.s.store.Events(ctx, w.next, to, w.kr)
-		var below *drivers.BelowFloorError
+		var below *mvcc.BelowFloorError
 		if errors.As(err, &below) {
 			st.remove(w.id)
 			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: below.Floor}); err != nil {
@@ -269,7 +269,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 	return behind, nil
 }
 
-func (st *watchStream) sendEvents(w *watcher, evs []*drivers.Event, upto int64) error {
+func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) error {
 	out := make([]*mvccpb.Event, 0, len(evs))
 	floor := st.s.store.EtcdFloor()
 	for _, e := range evs {

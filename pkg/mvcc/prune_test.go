@@ -1,4 +1,4 @@
-package drivers_test
+package mvcc_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 type fakeClock struct {
@@ -32,7 +32,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func put(t testing.TB, s *drivers.Store, key string, value []byte) int64 {
+func put(t testing.TB, s *mvcc.Store, key string, value []byte) int64 {
 	t.Helper()
 	resp, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}}})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestPrunedDatabaseStopsGrowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	s, err := drivers.Open(ctx, d, drivers.Options{Now: clock.Now, Retain: drivers.MinRetain, PruneInterval: time.Hour})
+	s, err := mvcc.Open(ctx, d, mvcc.Options{Now: clock.Now, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestPrunedDatabaseStopsGrowing(t *testing.T) {
 		sizes = append(sizes, total)
 		t.Logf("round %d: revision %d, floor %d, db %d bytes", r, s.Rev(), s.RetainFloor(), total)
 	}
-	if s.RetainFloor() < s.Rev()-int64(drivers.MinRetain/time.Second)-1 {
+	if s.RetainFloor() < s.Rev()-int64(mvcc.MinRetain/time.Second)-1 {
 		t.Fatalf("retention floor %d lags revision %d by more than the 75 s window", s.RetainFloor(), s.Rev())
 	}
 	// 6,000 revisions of 1 KiB pass through; only ~125 rows are ever live.

@@ -1,4 +1,4 @@
-package endpoint
+package server
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/quantyroot/quantykube/pkg/drivers"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 type leaseServer struct {
@@ -37,7 +37,7 @@ func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 			return err
 		}
 		ttl, err := l.s.store.LeaseRenew(req.ID)
-		if err != nil && !errors.Is(err, drivers.ErrLeaseNotFound) {
+		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
 			return toGRPC(err)
 		}
 		// An unknown or expired lease answers TTL 0, as etcd does; clients
@@ -50,7 +50,7 @@ func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 
 func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	info, err := l.s.store.LeaseTimeToLive(ctx, r.ID, r.Keys)
-	if errors.Is(err, drivers.ErrLeaseNotFound) {
+	if errors.Is(err, mvcc.ErrLeaseNotFound) {
 		return &pb.LeaseTimeToLiveResponse{Header: l.s.header(l.s.store.Rev()), ID: r.ID, TTL: -1}, nil
 	}
 	if err != nil {
