@@ -1,84 +1,132 @@
-// Package server wires a driver and the etcd gRPC services into one
-// listening process. cmd/quantykube and the tests start QuantyKube through it.
+// Package endpoint is how a program embeds QuantyKube, as k3s embeds kine:
+// Listen starts serving the etcd v3 API (and quantykube.History) from a
+// database and returns the ETCDConfig an etcd client such as kube-apiserver
+// connects with. Config, ETCDConfig and Listen keep kine's names and
+// meanings, so a program written against kine's pkg/endpoint (with its
+// pkg/tls and pkg/drivers/generic) builds against QuantyKube by changing
+// the module path. Start is the same server with a handle to stop it, for
+// cmd/quantykube and the tests.
 package endpoint
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	neturl "net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/history"
 	"github.com/quantyroot/quantykube/pkg/metrics"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/server"
+	"github.com/quantyroot/quantykube/pkg/tls"
 )
 
-// DefaultEndpoint is where `quantykube serve` keeps its data.
-const DefaultEndpoint = "sqlite://./db/state.db"
+const (
+	// KineSocket is the listener when Config.Listener is empty, as kine's.
+	KineSocket = "unix://kine.sock"
+	// DefaultEndpoint is the database when Config.Endpoint is empty: the
+	// SQLite file kine uses by default.
+	DefaultEndpoint = "sqlite://./db/state.db"
+	// GracefulStopTimeout bounds how long Listen's server lets in-flight
+	// requests finish once its context ends.
+	GracefulStopTimeout = 10 * time.Second
+)
 
-// DefaultListenAddress is etcd's client port on loopback.
-const DefaultListenAddress = "127.0.0.1:2379"
-
-// Config is everything needed to serve. Zero values take the defaults of
-// `quantykube serve`.
+// Config configures a server. The fields up to NotifyInterval and
+// EmulatedETCDVersion are kine's, with kine's meanings; the rest are
+// QuantyKube's own. Zero values take the defaults of `quantykube serve`.
 type Config struct {
-	// ListenAddress is host:port ("127.0.0.1:0" picks a free port) or
-	// unix:///path/to/socket.
-	ListenAddress string
-	// Endpoint is the database DSN: sqlite://path (the default,
-	// sqlite://./db/state.db) or postgres://...
+	// GRPCServer, when set, is the server the services are registered on
+	// and that serves the listener; its own options then apply (request
+	// size, keepalive). Nil builds one with etcd's options.
+	GRPCServer *grpc.Server
+	// WaitGroup, when set, is held until the server has stopped after
+	// Listen's context ended.
+	WaitGroup *sync.WaitGroup
+	// Listener is where to serve: "host:port", "tcp://host:port",
+	// "http://host:port" or "unix://path" (empty: KineSocket).
+	Listener string
+	// Endpoint is the database: "sqlite://path" or a bare path (SQLite),
+	// "postgres://..." or "postgresql://..." (PostgreSQL), empty for
+	// DefaultEndpoint. An etcd URL ("http://", "https://", "unix://") is
+	// not served: Listen returns it in ETCDConfig for the caller to use
+	// directly, as kine does.
 	Endpoint string
-	// Serving TLS, named as etcd names it.
-	CertFile, KeyFile, TrustedCAFile string
-	ClientCertAuth                   bool
-	// MaxRequestBytes bounds one request; 0 means 1.5 MiB.
+	// ConnectionPoolConfig sizes the database's read pool (zero MaxOpen
+	// takes the dialect's default, where kine's means unlimited).
+	ConnectionPoolConfig generic.ConnectionPoolConfig
+	// ServerTLSConfig is the serving certificate; TrustedCAFile requires
+	// client certificates signed by it.
+	ServerTLSConfig tls.Config
+	// BackendTLSConfig is the client certificate and CA for the database
+	// (PostgreSQL's sslcert, sslkey and sslrootcert), unless the endpoint
+	// URL names them itself.
+	BackendTLSConfig tls.Config
+	// MetricsRegisterer, when set, also gets QuantyKube's collectors.
+	MetricsRegisterer prometheus.Registerer
+	// NotifyInterval is how often a watch created with progress_notify
+	// hears the current revision (default 10 minutes, as etcd's).
+	NotifyInterval time.Duration
+	// EmulatedETCDVersion is the etcd version Status reports (default
+	// server.Version). kube-apiserver needs 3.5.13 or later for consistent
+	// reads from its cache.
+	EmulatedETCDVersion string
+
+	// kine's compaction and polling settings, accepted so that programs
+	// that set them build; they change nothing here: QuantyKube neither
+	// compacts on a timer (Compact records a floor, retention prunes, see
+	// Retain) nor polls a single database for changes.
+	CompactInterval       time.Duration
+	CompactIntervalJitter int
+	CompactTimeout        time.Duration
+	CompactMinRetain      int64
+	CompactBatchSize      int64
+	PollBatchSize         int64
+	PollInterval          time.Duration
+	LogFormat             string
+
+	// MaxRequestBytes bounds one request (default 1.5 MiB, as etcd's).
 	MaxRequestBytes int
-	// WatchProgressNotifyInterval is how often watchers created with
-	// progress_notify hear the current revision; 0 means etcd's 10 minutes.
-	WatchProgressNotifyInterval time.Duration
 	// Retain keeps history this long (0: forever); RetainPrefixes override
 	// it under a key prefix. Each is 0 or at least 75 s.
 	Retain         time.Duration
 	RetainPrefixes []mvcc.RetentionRule
 	// PruneInterval is how often retention runs (default 30 s).
 	PruneInterval time.Duration
-	// CacheBytes budgets the in-memory copy of the live keys that answers
-	// latest-revision reads on SQLite: 0 takes the default (256 MiB), a
-	// negative value turns it off.
-	CacheBytes int64
-	// Now is the store's clock: commit times and retention windows. Tests
-	// set it to move time; nil is the wall clock.
-	Now func() time.Time
-	// MetricsListenAddress, when set, serves Prometheus metrics at
-	// http://ADDRESS/metrics.
-	MetricsListenAddress string
-	// ShutdownTimeout bounds how long Close waits for in-flight requests.
-	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
-	// DatastoreMaxOpenConns bounds the read pool of a postgres:// endpoint
-	// (0: the default, max(8, 4*GOMAXPROCS)).
-	DatastoreMaxOpenConns int
+	// LiveIndexBytes budgets the in-memory index of the live keys that
+	// answers reads at the latest revision on SQLite (0: the default, 256
+	// MiB); DisableLiveIndex turns it off.
+	LiveIndexBytes   int64
+	DisableLiveIndex bool
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
 	// sessions (0: the server's setting).
 	DatastoreStatementTimeout time.Duration
+	// MetricsListenAddress, when set, serves Prometheus metrics at
+	// http://ADDRESS/metrics.
+	MetricsListenAddress string
+	// ShutdownTimeout bounds how long Close waits for in-flight requests
+	// (default GracefulStopTimeout).
+	ShutdownTimeout time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the store's clock: commit times and retention windows. Tests
+	// set it to move time; nil is the wall clock.
+	Now func() time.Time
 }
 
 // Server is a running QuantyKube.
@@ -95,91 +143,114 @@ type Server struct {
 	closeErr  error
 }
 
-// OpenStore opens the database a DSN names.
-func OpenStore(ctx context.Context, dsn string, opts mvcc.Options) (*mvcc.Store, error) {
-	return openStore(ctx, Config{Endpoint: dsn}, opts)
-}
-
-func openStore(ctx context.Context, cfg Config, opts mvcc.Options) (*mvcc.Store, error) {
-	dsn := cfg.Endpoint
-	var d mvcc.Dialect
-	switch {
-	case strings.HasPrefix(dsn, "sqlite://"):
-		sd, err := sqlite.New(dsn)
-		if err != nil {
-			return nil, err
-		}
-		d = sd
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		pd, err := postgres.New(dsn, postgres.Options{MaxOpenConns: cfg.DatastoreMaxOpenConns, StatementTimeout: cfg.DatastoreStatementTimeout})
-		if err != nil {
-			return nil, err
-		}
-		d = pd
-	default:
-		return nil, errors.New("endpoint: unknown scheme (want sqlite://path or postgres://...)")
+// OpenStore opens the database cfg.Endpoint names, with cfg's pool, TLS
+// and store settings, without serving it.
+func OpenStore(ctx context.Context, cfg Config) (*mvcc.Store, error) {
+	cfg = withDefaults(cfg)
+	d, err := dialect(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return mvcc.Open(ctx, d, opts)
+	return mvcc.Open(ctx, d, mvcc.Options{
+		Logger:           cfg.Logger,
+		Retain:           cfg.Retain,
+		RetainPrefixes:   cfg.RetainPrefixes,
+		PruneInterval:    cfg.PruneInterval,
+		LiveIndexBytes:   cfg.LiveIndexBytes,
+		DisableLiveIndex: cfg.DisableLiveIndex,
+		Now:              cfg.Now,
+	})
 }
 
-// Start opens the database and starts serving; it returns once the
-// listener accepts connections.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = DefaultEndpoint
 	}
-	if cfg.ListenAddress == "" {
-		cfg.ListenAddress = DefaultListenAddress
+	if cfg.Listener == "" {
+		cfg.Listener = KineSocket
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = GracefulStopTimeout
 	}
-	tlsConf, err := serverTLS(cfg)
+	return cfg
+}
+
+// dialect is the database driver the endpoint names.
+func dialect(cfg Config) (mvcc.Dialect, error) {
+	dsn := cfg.Endpoint
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return postgres.New(dsn, postgres.Options{
+			Pool:             cfg.ConnectionPoolConfig,
+			TLS:              cfg.BackendTLSConfig,
+			StatementTimeout: cfg.DatastoreStatementTimeout,
+		})
+	case strings.HasPrefix(dsn, "sqlite://"):
+		return sqlite.New(dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig})
+	case !strings.Contains(dsn, "://"):
+		// A bare path is a SQLite file, as kine's default DSN is.
+		return sqlite.New("sqlite://"+dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig})
+	}
+	scheme, _, _ := strings.Cut(dsn, "://")
+	return nil, fmt.Errorf("endpoint: unknown scheme %q (want sqlite://path, a path, or postgres://...)", scheme)
+}
+
+// Start opens the database and starts serving; it returns once the
+// listener accepts connections. Close stops it.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = withDefaults(cfg)
+	if etcdURL(cfg.Endpoint) {
+		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database QuantyKube can serve", redactDSN(cfg.Endpoint))
+	}
+	tlsConf, err := cfg.ServerTLSConfig.ServerConfig()
 	if err != nil {
 		return nil, err
 	}
-	lis, url, err := listen(cfg.ListenAddress, tlsConf != nil)
+	lis, url, err := listen(ctx, cfg.Listener, tlsConf != nil)
 	if err != nil {
 		return nil, err
 	}
-	store, err := openStore(ctx, cfg, mvcc.Options{
-		Logger:         cfg.Logger,
-		Retain:         cfg.Retain,
-		RetainPrefixes: cfg.RetainPrefixes,
-		PruneInterval:  cfg.PruneInterval,
-		CacheBytes:     cfg.CacheBytes,
-		Now:            cfg.Now,
-	})
+	store, err := OpenStore(ctx, cfg)
 	if err != nil {
 		lis.Close()
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: store, lis: lis, url: url, done: make(chan struct{}), serveErr: make(chan error, 1)}
-	ep := server.New(server.Config{
-		Store:                  store,
+	rpc := server.New(server.Config{
+		Backend:                store,
 		Logger:                 cfg.Logger,
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ClientURLs:             []string{url},
-		ProgressNotifyInterval: cfg.WatchProgressNotifyInterval,
+		ProgressNotifyInterval: cfg.NotifyInterval,
+		Version:                cfg.EmulatedETCDVersion,
 		Done:                   s.done,
 	})
-	opts := append(ep.GRPCOptions(),
-		// kube-apiserver pings every 30 s; etcd permits pings 5 s apart.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-	)
-	if tlsConf != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+	s.grpc = cfg.GRPCServer
+	if s.grpc == nil {
+		opts := append(rpc.GRPCOptions(),
+			// kube-apiserver pings every 30 s; etcd permits pings 5 s apart.
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		)
+		if tlsConf != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+		}
+		s.grpc = grpc.NewServer(opts...)
 	}
-	s.grpc = grpc.NewServer(opts...)
-	ep.Register(s.grpc)
+	rpc.Register(s.grpc)
 	history.New(store).Register(s.grpc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, hs)
+	healthpb.RegisterHealthServer(s.grpc, health.NewServer())
 	metrics.SetSource(store)
+	if cfg.MetricsRegisterer != nil {
+		if err := metrics.RegisterOn(cfg.MetricsRegisterer); err != nil {
+			lis.Close()
+			store.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	if cfg.MetricsListenAddress != "" {
 		ml, err := net.Listen("tcp", cfg.MetricsListenAddress)
 		if err != nil {
@@ -202,14 +273,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func (s *Server) Store() *mvcc.Store { return s.store }
 
 // ClientURL is what an etcd client dials: http://host:port, https://host:port
-// when TLS is on, or unix:///path.
+// with TLS, or unix:///path (unixs:// with TLS). A listener on every address
+// (0.0.0.0, ::) is reached on 127.0.0.1.
 func (s *Server) ClientURL() string { return s.url }
+
+// ETCDConfig is what an etcd client needs to reach this server.
+func (s *Server) ETCDConfig() ETCDConfig {
+	return ETCDConfig{
+		Endpoints:   []string{s.url},
+		TLSConfig:   tls.Config{CAFile: s.cfg.ServerTLSConfig.CAFile},
+		LeaderElect: s.store.Shared(),
+	}
+}
 
 // Wait returns when the gRPC server stops serving.
 func (s *Server) Wait() error { return <-s.serveErr }
 
 // Close stops accepting, ends watch streams, lets in-flight requests and
-// their commits finish, and closes the database.
+// their commits finish (for at most ShutdownTimeout), and closes the
+// database.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
@@ -225,80 +307,18 @@ func (s *Server) Close() error {
 			s.grpc.Stop()
 			<-stopped
 		}
-		// The store finishes every request already queued before closing.
 		if s.metrics != nil {
 			s.metrics.Close()
 		}
+		// The store finishes every request already queued before closing.
 		s.closeErr = s.store.Close()
 	})
 	return s.closeErr
 }
 
-func listen(addr string, secure bool) (net.Listener, string, error) {
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, "", fmt.Errorf("listen %s: %w", addr, err)
-		}
-		l, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, "", fmt.Errorf("listen %s: %w", addr, err)
-		}
-		return l, "unix://" + path, nil
-	}
-	hostport := addr
-	for _, p := range []string{"http://", "https://"} {
-		hostport = strings.TrimPrefix(hostport, p)
-	}
-	l, err := net.Listen("tcp", hostport)
-	if err != nil {
-		return nil, "", fmt.Errorf("listen %s: %w", addr, err)
-	}
-	scheme := "http://"
-	if secure {
-		scheme = "https://"
-	}
-	return l, scheme + l.Addr().String(), nil
-}
-
-func serverTLS(cfg Config) (*tls.Config, error) {
-	if cfg.CertFile == "" && cfg.KeyFile == "" {
-		if cfg.ClientCertAuth || cfg.TrustedCAFile != "" {
-			return nil, errors.New("--client-cert-auth and --trusted-ca-file need --cert-file and --key-file")
-		}
-		return nil, nil
-	}
-	if cfg.CertFile == "" || cfg.KeyFile == "" {
-		return nil, errors.New("--cert-file and --key-file go together")
-	}
-	cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
-	if cfg.TrustedCAFile != "" {
-		pem, err := os.ReadFile(cfg.TrustedCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--trusted-ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--trusted-ca-file %s: no certificates found", cfg.TrustedCAFile)
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	if cfg.ClientCertAuth {
-		if tc.ClientCAs == nil {
-			return nil, errors.New("--client-cert-auth needs --trusted-ca-file")
-		}
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
-}
-
 // redactDSN hides a password in an endpoint URL before it is logged.
 func redactDSN(dsn string) string {
-	if strings.HasPrefix(dsn, "sqlite://") {
+	if !strings.Contains(dsn, "://") || strings.HasPrefix(dsn, "sqlite://") {
 		return dsn
 	}
 	u, err := neturl.Parse(dsn)

@@ -44,7 +44,7 @@ func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	maddr := freeAddr(t)
 	s, err := endpoint.Start(ctx, endpoint.Config{
-		ListenAddress:        "127.0.0.1:0",
+		Listener:             "127.0.0.1:0",
 		Endpoint:             "sqlite://" + filepath.Join(t.TempDir(), "s.db"),
 		MetricsListenAddress: maddr,
 	})

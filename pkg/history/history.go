@@ -31,14 +31,21 @@ const (
 	restoreAttempts = 5
 )
 
+// Store is what the service reads and writes: the retained history, and
+// the etcd key-value store that Restore writes through.
+type Store interface {
+	mvcc.KV
+	mvcc.History
+}
+
 // Service implements historypb.HistoryServer on a store.
 type Service struct {
 	historypb.UnimplementedHistoryServer
-	store *mvcc.Store
+	store Store
 }
 
 // New returns the History service for store.
-func New(store *mvcc.Store) *Service { return &Service{store: store} }
+func New(store Store) *Service { return &Service{store: store} }
 
 // Register adds the service to g.
 func (s *Service) Register(g *grpc.Server) { historypb.RegisterHistoryServer(g, s) }
@@ -139,11 +146,11 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 		}
 		from = rev
 	}
-	afterRev, afterSub, err := parseContinue(r.Continue)
+	after, err := parseContinue(r.Continue)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.store.KeyLog(ctx, kr, from, afterRev, afterSub, limit, MaxLogBytes)
+	page, err := s.store.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: from, After: after, Limit: limit, MaxBytes: MaxLogBytes})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -156,22 +163,27 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 		resp.Entries[i] = ent
 	}
 	if page.More {
-		resp.Continue = fmt.Sprintf("%d.%d", page.NextRev, page.NextSub)
+		resp.Continue = formatContinue(page.Next)
 	}
 	return resp, nil
 }
 
-func parseContinue(tok string) (int64, int64, error) {
+// A continue token is the last entry a page returned, "REV.SUB": opaque to
+// clients, and valid on any replica because it names a change, not a
+// position in this server's memory.
+func formatContinue(c mvcc.LogCursor) string { return fmt.Sprintf("%d.%d", c.Rev, c.Sub) }
+
+func parseContinue(tok string) (mvcc.LogCursor, error) {
 	if tok == "" {
-		return 0, -1, nil
+		return mvcc.LogCursor{}, nil
 	}
 	a, b, ok := strings.Cut(tok, ".")
 	rev, err1 := strconv.ParseInt(a, 10, 64)
 	sub, err2 := strconv.ParseInt(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || rev < 0 || sub < 0 {
-		return 0, 0, invalid("continue token %q is not one this server gave", tok)
+	if !ok || err1 != nil || err2 != nil || rev < 1 || sub < 0 {
+		return mvcc.LogCursor{}, invalid("continue token %q is not one this server gave", tok)
 	}
-	return rev, sub, nil
+	return mvcc.LogCursor{Rev: rev, Sub: sub}, nil
 }
 
 // Restore writes the key back as it was, through the same write path as

@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"errors"
 	"net/http"
 	"sync/atomic"
 
@@ -48,29 +49,47 @@ var (
 		Name: "quantykube_watch_log_reads_total",
 		Help: "Watch catch-up reads that went to the database instead of the in-memory ring.",
 	})
-	// CacheBytes is what the current-state cache holds (0: none).
-	CacheBytes = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "quantykube_current_cache_bytes",
-		Help: "Approximate bytes held by the in-memory copy of the live keys; 0 when reads go to the database.",
+	// LiveIndexBytes is what the live index holds (0: none).
+	LiveIndexBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_live_index_bytes",
+		Help: "Approximate bytes held by the in-memory index of the live keys; 0 when reads at the latest revision go to the database.",
 	})
 )
 
+// own are QuantyKube's collectors, without the Go runtime's and the
+// process's.
+var own = []prometheus.Collector{
+	WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads, LiveIndexBytes,
+	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
+	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
+	gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),
+	gaugeFunc("quantykube_leases", "Live leases.", func(s Source) int64 { return int64(s.LeaseCount()) }),
+}
+
 func init() {
-	Registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads, CacheBytes,
-		gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
-		gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.EtcdFloor),
-		gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),
-		gaugeFunc("quantykube_leases", "Live leases.", func(s Source) int64 { return int64(s.LeaseCount()) }),
-	)
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	Registry.MustRegister(own...)
+}
+
+// RegisterOn adds QuantyKube's collectors to an embedding program's
+// registry (pkg/endpoint's MetricsRegisterer); registering twice is not an
+// error.
+func RegisterOn(r prometheus.Registerer) error {
+	for _, c := range own {
+		if err := r.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Source is the store the gauges read.
 type Source interface {
 	Rev() int64
-	EtcdFloor() int64
+	Floor() int64
 	RetainFloor() int64
 	LeaseCount() int
 }

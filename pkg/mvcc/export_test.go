@@ -1,14 +1,22 @@
 package mvcc
 
-// Test hooks: the cache's state, and the one failure tests cannot cause
-// (a commit whose outcome is unknown). Call them between writes: the
-// writer's answers order them with its own use of the cache.
+// Test hooks: the live index's state, and the one failure tests cannot
+// cause (a commit whose outcome is unknown). Call them between writes: the
+// writer's answers order them with its own use of the index.
 
-func (s *Store) CacheEnabled() bool { return s.cache.Load() != nil }
+func (s *Store) IndexEnabled() bool { return s.index.Load() != nil }
 
-func (s *Store) CacheServing() bool {
-	c := s.cache.Load()
+func (s *Store) IndexServing() bool {
+	c := s.index.Load()
 	return c != nil && c.pub.Load() != nil
 }
 
-func (s *Store) MarkCacheStale() { s.cacheBatch(0, nil, false) }
+// FailCommitOutcome does to the store what a commit that failed in an
+// unknown state does: the index stops serving and the next batch starts
+// from the database.
+func (s *Store) FailCommitOutcome() {
+	s.staleIndex()
+	if b, ok := s.writer.b.(*directBatcher); ok {
+		b.uncertain = true
+	}
+}

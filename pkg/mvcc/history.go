@@ -1,7 +1,6 @@
 package mvcc
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,12 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
-
-// OutOfRangeError is a History request outside what is retained: older than
-// the retention floor, or in the future.
-type OutOfRangeError struct{ Msg string }
-
-func (e *OutOfRangeError) Error() string { return e.Msg }
 
 func fmtMs(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
@@ -128,19 +121,6 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 	return rev, kv, nil
 }
 
-// rangeFloor is the highest floor among the rules whose keys kr touches.
-func (s *Store) rangeFloor(kr KeyRange) Floor {
-	var floor Floor
-	for _, r := range s.rules {
-		if r.overlaps(kr) {
-			if f := r.floor(); f.Rev > floor.Rev {
-				floor = f
-			}
-		}
-	}
-	return floor
-}
-
 // FirstRevisionFrom is the oldest revision committed at or after unixMs,
 // for listing the changes in kr from that time on; ok is false when
 // nothing has been committed since.
@@ -167,110 +147,83 @@ func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyVa
 	var deleted int64
 	err := s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`, key, rev).
 		Scan(&kv.ModRevision, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
-	if errors.Is(err, sql.ErrNoRows) || deleted != 0 {
-		return nil, nil
+	if err == nil && deleted != 0 {
+		return nil, nil // deleted then
 	}
-	if err != nil {
-		return nil, err
-	}
-	if kv.Value == nil {
-		kv.Value = []byte{}
-	}
-	return kv, nil
+	return rowKV(kv, err)
+}
+
+// LogQuery asks for one page of the retained changes in a range.
+type LogQuery struct {
+	Range KeyRange
+	// FromRev is the oldest revision wanted (0: everything retained).
+	FromRev int64
+	// After is the last entry of the previous page (zero: from the start).
+	After LogCursor
+	// Limit and MaxBytes end a page at that many entries or bytes,
+	// whichever comes first (at least one entry is returned).
+	Limit, MaxBytes int
+}
+
+// LogCursor is a position in the log: a change, by revision and its index
+// among the revision's changes.
+type LogCursor struct {
+	Rev, Sub int64
 }
 
 // LogPage is one page of a key range's retained changes.
 type LogPage struct {
 	Events []*Event
-	// NextRev/NextSub locate the last entry returned when More is set.
-	More             bool
-	NextRev, NextSub int64
-	HeaderRev        int64
+	// More is set when entries follow; Next is then the last one returned.
+	More bool
+	Next LogCursor
+	// HeaderRev is the store's revision when the page was read.
+	HeaderRev int64
 }
 
-// KeyLog lists the retained changes in kr, oldest first, from revision
-// fromRev (0: everything retained), after the (afterRev, afterSub) cursor.
-// A page stops at limit entries or maxBytes, whichever comes first.
-func (s *Store) KeyLog(ctx context.Context, kr KeyRange, fromRev, afterRev, afterSub int64, limit, maxBytes int) (*LogPage, error) {
+// Log lists the retained changes in q.Range, oldest first (History).
+func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	page := &LogPage{HeaderRev: s.Rev()}
-	if fromRev > page.HeaderRev {
-		return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is a future revision: the current revision is %d", fromRev, page.HeaderRev)}
+	kr := q.Range
+	if q.FromRev > page.HeaderRev {
+		return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is a future revision: the current revision is %d", q.FromRev, page.HeaderRev)}
 	}
-	if fromRev > 0 {
+	if q.FromRev > 0 {
 		// The floor that matters is the highest of the rules the range touches.
-		if floor := s.rangeFloor(kr); fromRev < floor.Rev {
-			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", fromRev, floor.Rev, fmtMs(floor.UnixMs))}
+		if floor := s.rangeFloor(kr); q.FromRev < floor.Rev {
+			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", q.FromRev, floor.Rev, fmtMs(floor.UnixMs))}
 		}
 	}
 	if kr.Empty() {
 		return page, nil
 	}
-	cond, args := s.q.where("l.key", kr, []any{fromRev, afterRev, afterRev, afterSub})
-	where := `l.rev >= ? AND (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND ` + cond
-	logEvents := s.logEvents
-	if kr.Single() {
-		logEvents = func(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
-			return s.keyEvents(ctx, kr.Key, where, args, limit)
-		}
+	afterSub := q.After.Sub
+	if q.After == (LogCursor{}) {
+		afterSub = -1 // the first change of a revision has sub 0
 	}
-	evs, subs, err := logEvents(ctx, where, args, limit+1)
+	cond, args := s.q.where("l.key", kr, []any{q.FromRev, q.After.Rev, q.After.Rev, afterSub})
+	where := `l.rev >= ? AND (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND ` + cond
+	var evs []*Event
+	var subs []int64
+	var err error
+	if kr.Single() {
+		evs, subs, err = s.keyEvents(ctx, kr.Key, where, args, q.Limit+1)
+	} else {
+		evs, subs, err = s.logEvents(ctx, where, args, q.Limit+1)
+	}
 	if err != nil {
 		return nil, err
 	}
 	size := 0
 	for i, e := range evs {
 		size += e.Size()
-		if i == limit || (i > 0 && size > maxBytes) {
+		if i == q.Limit || (i > 0 && size > q.MaxBytes) {
 			page.More = true
-			page.NextRev, page.NextSub = evs[i-1].Rev(), subs[i-1]
+			page.Next = LogCursor{Rev: evs[i-1].Rev(), Sub: subs[i-1]}
 			evs = evs[:i]
 			break
 		}
 	}
 	page.Events = evs
 	return page, nil
-}
-
-// retentionRule keeps changes to keys under prefix for retain.
-type retentionRule struct {
-	prefix []byte // nil: the default rule, every key no other rule takes
-	retain time.Duration
-	fl     atomicFloor
-}
-
-func (r *retentionRule) floor() Floor { return r.fl.load() }
-
-func (r *retentionRule) matches(key []byte) bool {
-	return r.prefix == nil || bytes.HasPrefix(key, r.prefix)
-}
-
-func (r *retentionRule) overlaps(kr KeyRange) bool {
-	if r.prefix == nil {
-		return true
-	}
-	return kr.Overlaps(PrefixRange(r.prefix))
-}
-
-// PrefixRange is the range of keys starting with p.
-func PrefixRange(p []byte) KeyRange {
-	end := bytes.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return KeyRange{Key: p, End: end[:i+1]}
-		}
-	}
-	return KeyRange{Key: p, Unbounded: true}
-}
-
-// ruleFor is the rule governing key: the longest matching prefix, else the
-// default.
-func (s *Store) ruleFor(key []byte) *retentionRule {
-	best := s.rules[0]
-	for _, r := range s.rules[1:] {
-		if r.matches(key) && (best.prefix == nil || len(r.prefix) > len(best.prefix)) {
-			best = r
-		}
-	}
-	return best
 }

@@ -2,22 +2,17 @@ package mvcc
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"sort"
 	"sync"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
-// Hub holds the most recent committed events in memory and wakes watchers
+// hub holds the most recent committed events in memory and wakes watchers
 // when new ones arrive. Watchers pull: each reads from the ring at its own
 // pace, so a slow watcher costs nobody else anything, and one that falls
 // behind the ring reads the log table instead.
-type Hub struct {
+type hub struct {
 	mu       sync.Mutex
 	events   []*Event // in (revision, sub) order
 	bytes    int
@@ -28,11 +23,11 @@ type Hub struct {
 	closed   bool
 }
 
-func newHub(rev int64, maxBytes int) *Hub {
-	return &Hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{})}
+func newHub(rev int64, maxBytes int) *hub {
+	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{})}
 }
 
-func (h *Hub) publish(rev int64, evs []*Event) {
+func (h *hub) publish(rev int64, evs []*Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range evs {
@@ -58,7 +53,7 @@ func (h *Hub) publish(rev int64, evs []*Event) {
 	h.wake = make(chan struct{})
 }
 
-func (h *Hub) close() {
+func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.closed {
@@ -67,9 +62,9 @@ func (h *Hub) close() {
 	}
 }
 
-// State returns the newest published revision and a channel closed when a
+// state returns the newest published revision and a channel closed when a
 // newer one is published (or the store closes).
-func (h *Hub) State() (int64, <-chan struct{}, bool) {
+func (h *hub) state() (int64, <-chan struct{}, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.rev, h.wake, h.closed
@@ -77,7 +72,7 @@ func (h *Hub) State() (int64, <-chan struct{}, bool) {
 
 // read returns the events with from <= revision <= to that match, or
 // ok=false when some of them are older than the ring.
-func (h *Hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
+func (h *hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if from <= h.base {
@@ -93,160 +88,16 @@ func (h *Hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
 	return out, true
 }
 
+// Published is the newest revision watchers can read (WatchableKV).
+func (s *Store) Published() (int64, <-chan struct{}, bool) { return s.hub.state() }
+
 // Events returns the committed events in [from, to] on keys in kr, in
 // revision order, from the ring when it still holds them and from the log
-// table otherwise. Each event carries its prev_kv.
+// table otherwise. Each event carries its prev_kv (WatchableKV).
 func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
 	if evs, ok := s.hub.read(from, to, kr); ok {
 		return evs, nil
 	}
 	metrics.WatchLogReads.Inc()
 	return s.eventsFromLog(ctx, from, to, kr)
-}
-
-func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
-	cond, args := s.q.where("l.key", kr, []any{from, to})
-	// A catch-up window is a few thousand revisions: read it by revision,
-	// never by scanning the watched prefix's whole history.
-	q, args := s.logEventsSQL(s.d.LogByRev("l"), `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
-	if err := s.rstmts.warm(ctx, q, floorSQL); err != nil {
-		return nil, err
-	}
-	// The events and the retention floor come from one snapshot: pruning
-	// raises the floor in the transaction that removes rows, so a read that
-	// may have missed rows always sees the floor above where it started, on
-	// this replica or any other.
-	sqltx, err := s.rdb.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer sqltx.Rollback()
-	tx := cachedTx{tx: sqltx, c: s.rstmts}
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	evs, _, err := scanEvents(rows, true)
-	if err != nil {
-		return nil, err
-	}
-	var floor int64
-	if err := tx.QueryRowContext(ctx, floorSQL).Scan(&floor); err != nil {
-		return nil, err
-	}
-	if from < floor {
-		return nil, &BelowFloorError{Floor: max(floor, s.compact.Load())}
-	}
-	return evs, nil
-}
-
-const floorSQL = `SELECT value FROM meta WHERE name = 'retain_floor'`
-
-// BelowFloorError is a watch that fell below the retention floor: the
-// history it needs is gone, and etcd's answer is to cancel it with the
-// compact revision.
-type BelowFloorError struct{ Floor int64 }
-
-func (e *BelowFloorError) Error() string {
-	return fmt.Sprintf("history below revision %d has been pruned", e.Floor)
-}
-
-// logEventsSQL selects log rows from from (aliased l) matching where, in (rev, sub)
-// order, at most limit (0: all), each with its prev_kv: the key's row just
-// before it, unless that was a delete.
-func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string, []any) {
-	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
-			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
-		FROM ` + from + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
-		WHERE ` + where + ` ORDER BY l.rev, l.sub`
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	return q, args
-}
-
-// logEvents runs logEventsSQL on the reader pool; it also returns each
-// row's sub.
-func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q, args := s.logEventsSQL("log AS l", where, args, limit)
-	rows, err := s.readRows(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return scanEvents(rows, true)
-}
-
-// keyEvents is logEvents for one key, whose log is a chain: each change's
-// prev_kv is the change before it, so only the first one's is looked up.
-// Joining every row to its predecessor read each value twice and cost a
-// subquery per row; a Log of a key with 1,000 revisions took 23 ms at p99.
-func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l WHERE ` + where + ` ORDER BY l.rev, l.sub LIMIT ?`
-	rows, err := s.readRows(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	evs, subs, err := scanEvents(rows, false)
-	if err != nil || len(evs) == 0 {
-		return evs, subs, err
-	}
-	first := &mvccpb.KeyValue{Key: key}
-	var deleted int64
-	err = s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev < ? ORDER BY rev DESC LIMIT 1`, key, evs[0].Rev()).
-		Scan(&first.ModRevision, &first.Value, &first.CreateRevision, &first.Version, &first.Lease, &deleted)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return nil, nil, err
-	case deleted == 0:
-		if first.Value == nil {
-			first.Value = []byte{}
-		}
-		evs[0].PrevKv = first
-	}
-	for i := 1; i < len(evs); i++ {
-		if p := evs[i-1]; p.Type == mvccpb.PUT {
-			evs[i].PrevKv = p.Kv
-		}
-	}
-	return evs, subs, nil
-}
-
-// scanEvents reads logEventsSQL's rows, or with withPrev false the same
-// rows without the predecessor's columns.
-func scanEvents(rows *sql.Rows, withPrev bool) ([]*Event, []int64, error) {
-	defer rows.Close()
-	var out []*Event
-	var subs []int64
-	for rows.Next() {
-		kv := &mvccpb.KeyValue{}
-		var sub, deleted, unixMs int64
-		var pRev, pCreate, pVersion, pLease, pDeleted *int64
-		var pValue []byte
-		dest := []any{&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs}
-		if withPrev {
-			dest = append(dest, &pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, nil, err
-		}
-		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
-		if deleted != 0 {
-			e.Type = mvccpb.DELETE
-			e.Kv = &mvccpb.KeyValue{Key: kv.Key, ModRevision: kv.ModRevision}
-		} else if kv.Value == nil {
-			kv.Value = []byte{}
-		}
-		if pRev != nil && *pDeleted == 0 {
-			if pValue == nil {
-				pValue = []byte{}
-			}
-			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: pValue, CreateRevision: *pCreate, ModRevision: *pRev, Version: *pVersion, Lease: *pLease}
-		}
-		out = append(out, e)
-		subs = append(subs, sub)
-	}
-	return out, subs, rows.Err()
 }

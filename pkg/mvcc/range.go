@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"sort"
 	"strings"
 
@@ -11,17 +12,18 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
+// querier runs SQL written with ? placeholders: a transaction through
+// prepTx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // queries holds the SQL the core needs, bound for one dialect.
 type queries struct {
 	d Dialect
 }
-
-func newQueries(d Dialect) queries { return queries{d: d} }
 
 // where renders the key-range condition on column col.
 func (q queries) where(col string, kr KeyRange, args []any) (string, []any) {
@@ -43,12 +45,11 @@ type RangeResult struct {
 	More  bool
 }
 
-// Range reads the latest state or a past revision, exactly as etcd does.
-// The answer is the caller's to change, but for the bytes of keys and
-// values, which may be shared with the store's cache and must not be
-// written.
+// Range reads the latest state or a past revision, exactly as etcd does
+// (ReadView): from the live index when it serves the revision asked for,
+// otherwise from SQL.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
-	if res, ok, err := s.rangeCached(r); ok {
+	if res, ok, err := s.rangeIndexed(r); ok {
 		return res, err
 	}
 	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {
@@ -57,12 +58,11 @@ func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, er
 	if err := s.warmRange(ctx, r); err != nil {
 		return nil, err
 	}
-	sqltx, err := s.rdb.BeginTx(ctx, nil)
+	tx, done, err := s.readTx(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer sqltx.Rollback()
-	tx := cachedTx{tx: sqltx, c: s.rstmts}
+	defer done()
 	// The header revision is read in the same snapshot as the data.
 	var rev, compact int64
 	if err := tx.QueryRowContext(ctx, metaSQL).Scan(&rev, &compact); err != nil {
@@ -413,4 +413,79 @@ func carve(slab, b []byte) (out, rest []byte) {
 	start := len(slab)
 	slab = append(slab, b...)
 	return slab[start:len(slab):len(slab)], slab
+}
+
+// scanCurrent reads the current rows in kr in key order, or with lease set
+// the rows attached to that lease (a write batch's compares, deletes and
+// revocations).
+func scanCurrent(ctx context.Context, q querier, qs queries, kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+	query := `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE lease = ? ORDER BY key`
+	args := []any{lease}
+	if lease == 0 {
+		var cond string
+		cond, args = qs.where("key", kr, nil)
+		query = `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE ` + cond + ` ORDER BY key`
+	}
+	var out []*mvccpb.KeyValue
+	err := eachCurrent(ctx, q, query, args, func(kv *mvccpb.KeyValue) bool {
+		out = append(out, kv)
+		return true
+	})
+	return out, err
+}
+
+// eachCurrent runs query, which selects key, value, create_rev, mod_rev,
+// version and lease, and calls f with each row until f returns false.
+func eachCurrent(ctx context.Context, q querier, query string, args []any, f func(*mvccpb.KeyValue) bool) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
+			return err
+		}
+		if kv.Value == nil {
+			kv.Value = []byte{}
+		}
+		if !f(kv) {
+			return nil
+		}
+	}
+	return rows.Err()
+}
+
+// readTx opens a read transaction on the reader pool (one snapshot:
+// REPEATABLE READ on PostgreSQL, a WAL read on SQLite), running its
+// queries through the pool's prepared statements. Call done when finished.
+func (s *Store) readTx(ctx context.Context) (tx prepTx, done func(), err error) {
+	sqltx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return prepTx{}, nil, err
+	}
+	return prepTx{tx: sqltx, p: s.rstmts}, func() { sqltx.Rollback() }, nil
+}
+
+// getCurrent reads key's current row inside q (nil: absent).
+func getCurrent(ctx context.Context, q querier, key []byte) (*mvccpb.KeyValue, error) {
+	kv := &mvccpb.KeyValue{Key: key}
+	return rowKV(kv, q.QueryRowContext(ctx, sqlGetCurrent, key).
+		Scan(&kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease))
+}
+
+// rowKV finishes reading one row into kv (err is Scan's): nil when there
+// was no row, and an empty value where the column is NULL.
+func rowKV(kv *mvccpb.KeyValue, err error) (*mvccpb.KeyValue, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if kv.Value == nil {
+		kv.Value = []byte{}
+	}
+	return kv, nil
 }

@@ -6,24 +6,24 @@ import (
 	"sync"
 )
 
-// stmtCache keeps one prepared statement per SQL text for a pool, so hot
+// prepared keeps one prepared statement per SQL text for a pool, so hot
 // queries are parsed once per connection instead of once per request.
 //
 // Statements are prepared only outside transactions (warm): preparing on
 // the pool while holding one of its connections in a transaction can wait
 // forever for a free connection.
-type stmtCache struct {
+type prepared struct {
 	db *sql.DB
 	d  Dialect
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
 }
 
-func newStmtCache(db *sql.DB, d Dialect) *stmtCache {
-	return &stmtCache{db: db, d: d, m: map[string]*sql.Stmt{}}
+func newPrepared(db *sql.DB, d Dialect) *prepared {
+	return &prepared{db: db, d: d, m: map[string]*sql.Stmt{}}
 }
 
-func (c *stmtCache) lookup(q string) *sql.Stmt {
+func (c *prepared) lookup(q string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[q]
@@ -31,7 +31,7 @@ func (c *stmtCache) lookup(q string) *sql.Stmt {
 
 // warm prepares the queries not yet cached. Call it holding no connection
 // of the pool.
-func (c *stmtCache) warm(ctx context.Context, qs ...string) error {
+func (c *prepared) warm(ctx context.Context, qs ...string) error {
 	for _, q := range qs {
 		if c.lookup(q) != nil {
 			continue
@@ -77,7 +77,7 @@ func (s *Store) readRows(ctx context.Context, q string, args ...any) (*sql.Rows,
 	return st.QueryContext(ctx, args...)
 }
 
-func (c *stmtCache) close() {
+func (c *prepared) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.m {
@@ -86,62 +86,80 @@ func (c *stmtCache) close() {
 	c.m = map[string]*sql.Stmt{}
 }
 
-// cachedTx runs one transaction's queries (written with ? placeholders)
-// through prepared statements: the pool's cache when warm, or statements
-// prepared on the transaction itself and kept for its lifetime (the
-// writer's batches, where one statement serves every request).
-type cachedTx struct {
+// prepTx runs one transaction's queries (written with ? placeholders)
+// through prepared statements: the pool's when prepared, or statements
+// prepared on the transaction itself and kept for its lifetime (a direct
+// write batch, where one statement serves every request), or none (local
+// nil: the query is bound and sent as it is).
+type prepTx struct {
 	tx    *sql.Tx
-	c     *stmtCache
-	local map[string]*sql.Stmt // nil: do not prepare inside the transaction
+	p     *prepared
+	local map[string]*sql.Stmt
 }
 
-func (t cachedTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st := t.c.lookup(q); st != nil {
-		return t.tx.StmtContext(ctx, st), nil
+// stmt is where query q runs: its prepared statement, or the transaction
+// with the query bound.
+func (t prepTx) stmt(ctx context.Context, q string) stmtLike {
+	if st := t.p.lookup(q); st != nil {
+		return t.tx.StmtContext(ctx, st)
 	}
 	if t.local == nil {
-		return nil, nil
+		return bound{tx: t.tx, q: t.p.d.Bind(q)}
 	}
 	if st, ok := t.local[q]; ok {
-		return st, nil
+		return st
 	}
-	st, err := t.tx.PrepareContext(ctx, t.c.d.Bind(q))
+	st, err := t.tx.PrepareContext(ctx, t.p.d.Bind(q))
 	if err != nil {
-		return nil, err
+		return unprepared{bound: bound{tx: t.tx, q: t.p.d.Bind(q)}, err: err}
 	}
 	t.local[q] = st
-	return st, nil
+	return st
 }
 
-func (t cachedTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	st, err := t.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		return t.tx.QueryContext(ctx, t.c.d.Bind(q), args...)
-	}
-	return st.QueryContext(ctx, args...)
+func (t prepTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.stmt(ctx, q).QueryContext(ctx, args...)
 }
 
-func (t cachedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	st, err := t.stmt(ctx, q)
-	if err != nil || st == nil {
-		// database/sql cannot build a Row carrying an error; the unprepared
-		// query surfaces any error from Scan.
-		return t.tx.QueryRowContext(ctx, t.c.d.Bind(q), args...)
-	}
-	return st.QueryRowContext(ctx, args...)
+func (t prepTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.stmt(ctx, q).QueryRowContext(ctx, args...)
 }
 
-func (t cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	st, err := t.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		return t.tx.ExecContext(ctx, t.c.d.Bind(q), args...)
-	}
-	return st.ExecContext(ctx, args...)
+func (t prepTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.stmt(ctx, q).ExecContext(ctx, args...)
 }
+
+// stmtLike is a *sql.Stmt, or a query bound to a transaction.
+type stmtLike interface {
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+type bound struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (b bound) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return b.tx.QueryContext(ctx, b.q, args...)
+}
+
+func (b bound) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return b.tx.QueryRowContext(ctx, b.q, args...)
+}
+
+func (b bound) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return b.tx.ExecContext(ctx, b.q, args...)
+}
+
+// unprepared is a query whose preparation failed: its error, except for a
+// single row, which database/sql cannot build carrying an error, so the
+// query runs unprepared and surfaces the error from Scan.
+type unprepared struct {
+	bound
+	err error
+}
+
+func (u unprepared) QueryContext(context.Context, ...any) (*sql.Rows, error) { return nil, u.err }
+func (u unprepared) ExecContext(context.Context, ...any) (sql.Result, error) { return nil, u.err }

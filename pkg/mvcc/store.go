@@ -2,10 +2,7 @@ package mvcc
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,10 +14,10 @@ import (
 // Options tune a Store; zero values take the defaults.
 type Options struct {
 	Logger *slog.Logger
-	// MaxBatch bounds how many requests share one commit.
+	// MaxBatch bounds how many requests share one commit (default 512).
 	MaxBatch int
 	// RingBytes bounds the in-memory event ring that serves watchers; older
-	// events are read back from the log table.
+	// events are read back from the log table (default 16 MiB).
 	RingBytes int
 	// LeaseCheckInterval is how often lease deadlines are checked.
 	LeaseCheckInterval time.Duration
@@ -34,14 +31,16 @@ type Options struct {
 	// one pruning transaction examines.
 	PruneInterval time.Duration
 	PruneBatch    int
-	// CacheBytes budgets the in-memory copy of the live keys that serves
-	// latest-revision reads (single-process dialects only): 0 takes
-	// DefaultCacheBytes, a negative value turns it off.
-	CacheBytes int64
+	// LiveIndexBytes budgets the live index, the in-memory index of the
+	// live keys that serves latest-revision reads (index.go; dialects
+	// without Shared only): 0 takes DefaultLiveIndexBytes.
+	// DisableLiveIndex turns it off.
+	LiveIndexBytes   int64
+	DisableLiveIndex bool
 }
 
-// DefaultCacheBytes is the current-state cache's default budget.
-const DefaultCacheBytes = 256 << 20
+// DefaultLiveIndexBytes is the live index's default budget.
+const DefaultLiveIndexBytes = 256 << 20
 
 // Store is the revision log and the etcd semantics on top of it.
 type Store struct {
@@ -51,26 +50,28 @@ type Store struct {
 	wdb    *sql.DB // exactly one connection: the writer's
 	rdb    *sql.DB
 	q      queries
-	wstmts *stmtCache
-	rstmts *stmtCache
-	hub    *Hub
-	leases *leaseTable
-	// sh and tail are set when several processes may write the database.
-	sh   Shared
-	tail *tailer
+	wstmts *prepared
+	rstmts *prepared
+	hub    *hub
+	leases *lessor
+	// tail is set on a shared database (it publishes there).
+	tail   *tailer
+	writer *writer
 
 	memberID, clusterID uint64
 
-	// committed is the newest durable revision; compact the floor that
-	// Compact set. Both are written only by the writer goroutine.
+	// committed is the newest revision published to readers, compact the
+	// floor Compact set, retainFloor the highest retention floor. They only
+	// rise: the publisher (publish.go, or the tailer on a shared database)
+	// raises the first two after each commit, retention the third.
 	committed   atomic.Int64
 	compact     atomic.Int64
 	retainFloor atomic.Int64
 	logStartMs  atomic.Int64 // the first commit's time, once known (history.go)
 	rules       []*retentionRule
 	pruneMu     sync.Mutex
-	// cache, when set, answers latest-revision reads (cache.go).
-	cache atomic.Pointer[currentCache]
+	// index, when set, answers latest-revision reads (index.go).
+	index atomic.Pointer[liveIndex]
 
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -103,8 +104,8 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.PruneBatch <= 0 {
 		opts.PruneBatch = 200
 	}
-	if opts.CacheBytes == 0 {
-		opts.CacheBytes = DefaultCacheBytes
+	if opts.LiveIndexBytes <= 0 {
+		opts.LiveIndexBytes = DefaultLiveIndexBytes
 	}
 	wdb, rdb, err := d.Open(ctx)
 	if err != nil {
@@ -112,17 +113,16 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		d: d, opts: opts, log: opts.Logger, wdb: wdb, rdb: rdb,
-		q:      newQueries(d),
-		wstmts: newStmtCache(wdb, d),
-		rstmts: newStmtCache(rdb, d),
+		q:      queries{d: d},
+		wstmts: newPrepared(wdb, d),
+		rstmts: newPrepared(rdb, d),
 		reqs:   make(chan *writeReq, 4096),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
+		leases: newLessor(opts.Now),
 	}
-	if sh, ok := d.(Shared); ok {
-		s.sh = sh
-	}
-	if err := s.migrate(ctx); err != nil {
+	sh, shared := d.(Shared)
+	if err := s.migrate(ctx, sh); err != nil {
 		return nil, s.abandon(err)
 	}
 	st, err := s.loadState(ctx)
@@ -136,45 +136,58 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
 	s.hub = newHub(st.rev, opts.RingBytes)
-	s.leases = newLeaseTable(opts.Now)
-	for id, ttl := range st.leases {
-		// etcd gives every lease its full TTL again after a leader change;
-		// a restart is the same event here.
-		s.leases.add(id, ttl)
-	}
-	if s.sh != nil {
+	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
+
+	// The one place that tells the databases apart: who writes besides us
+	// decides how batches are written and published.
+	w := &writer{s: s}
+	s.writer = w
+	if shared {
 		// The database is the authority on revisions, floors and leases.
-		s.tail = newTailer(s, s.sh)
+		s.tail = newTailer(s, sh)
+		s.leases.renewShared = s.tail.renew
 		if err := s.tail.syncLeases(ctx); err != nil {
 			return nil, s.abandon(err)
 		}
 		s.tail.start()
-	}
-	if s.sh == nil {
-		// One writer connection: statements prepared on it now are reused
-		// by every batch's transaction without being parsed again.
-		if err := s.wstmts.warm(ctx, hotWriterSQL...); err != nil {
+		w.b = &bufferedBatcher{s: s, sh: sh, notify: s.tail.instance}
+		w.pub, w.timeout = s.tail, sharedBatchTimeout
+	} else {
+		for id, ttl := range st.leases {
+			// etcd gives every lease its full TTL again after a leader
+			// change; a restart is the same event here.
+			s.leases.add(id, ttl)
+		}
+		if !opts.DisableLiveIndex {
+			// Before the writer starts, so nothing changes while it loads.
+			if err := s.openIndex(ctx, st.rev); err != nil {
+				return nil, s.abandon(err)
+			}
+		}
+		if w.b, err = newDirectBatcher(ctx, s, start); err != nil {
 			return nil, s.abandon(err)
 		}
+		w.pub = localPublisher{s: s}
 	}
-	if s.sh == nil && opts.CacheBytes > 0 {
-		// Before the writer starts, so nothing changes while it loads.
-		c, err := loadCache(ctx, wdb, st.rev, opts.CacheBytes)
-		if err != nil {
-			return nil, s.abandon(fmt.Errorf("load the current-state cache: %w", err))
-		}
-		if c == nil {
-			s.log.Warn("the live keys exceed the current-state cache budget: reads go to the database", "cache_bytes", opts.CacheBytes)
-		} else {
-			s.cache.Store(c)
-			s.log.Info("current-state cache loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", opts.CacheBytes)
-		}
-	}
-	w := newWriter(s, st)
 	go w.run()
 	go s.expireLeases()
 	go s.pruneLoop()
 	return s, nil
+}
+
+// openIndex loads the live index, unless the live keys exceed its budget.
+func (s *Store) openIndex(ctx context.Context, rev int64) error {
+	c, err := loadIndex(ctx, s.wdb, rev, s.opts.LiveIndexBytes)
+	if err != nil {
+		return fmt.Errorf("load the live index: %w", err)
+	}
+	if c == nil {
+		s.log.Warn("the live keys exceed the live index budget: reads go to the database", "live_index_bytes", s.opts.LiveIndexBytes)
+		return nil
+	}
+	s.index.Store(c)
+	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes)
+	return nil
 }
 
 // Close finishes the requests already queued, then closes the database.
@@ -184,7 +197,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 		<-s.done
 		// A closed store answers nothing, not even from memory.
-		s.cache.Store(nil)
+		s.index.Store(nil)
 		if s.tail != nil {
 			s.tail.close()
 		}
@@ -207,6 +220,9 @@ func (s *Store) Close() error {
 
 // abandon closes what a failed Open had opened and returns err.
 func (s *Store) abandon(err error) error {
+	if s.tail != nil && s.tail.stop != nil {
+		s.tail.close()
+	}
 	s.wdb.Close()
 	s.rdb.Close()
 	if c, ok := s.d.(io.Closer); ok {
@@ -215,130 +231,42 @@ func (s *Store) abandon(err error) error {
 	return err
 }
 
-// MemberID and ClusterID are random, fixed when the database was created.
+// MemberID and ClusterID are random, fixed when the database was created
+// (Maintenance).
 func (s *Store) MemberID() uint64  { return s.memberID }
 func (s *Store) ClusterID() uint64 { return s.clusterID }
 
-// Rev is the newest committed revision.
+// Rev is the newest committed revision (ReadView).
 func (s *Store) Rev() int64 { return s.committed.Load() }
 
-// CompactRev is the floor set by Compact.
-func (s *Store) CompactRev() int64 { return s.compact.Load() }
+// Shared reports whether other processes may write the database too.
+func (s *Store) Shared() bool { return s.tail != nil }
 
-// Hub is where committed events are published for watchers.
-func (s *Store) Hub() *Hub { return s.hub }
-
-// DBSize reports the database size and the part of it in use.
+// DBSize reports the database size and the part of it in use (Maintenance).
 func (s *Store) DBSize(ctx context.Context) (total, inUse int64, err error) {
 	return s.d.Size(ctx, s.rdb)
 }
 
-func randomID() int64 {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
-}
-
-func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer tx.Rollback()
-	if s.sh != nil {
-		if err := s.sh.LockMigrate(ctx, tx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
+// every runs f each interval until the store closes; f's context ends
+// when it does.
+func (s *Store) every(interval time.Duration, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (name VARCHAR(64) NOT NULL PRIMARY KEY, value BIGINT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var have int64
-	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT value FROM meta WHERE name = 'schema'`)).Scan(&have)
-	if errors.Is(err, sql.ErrNoRows) {
-		have = 0
-	} else if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	steps := s.d.Migrations()
-	if have > int64(len(steps)) {
-		return fmt.Errorf("database schema version %d is newer than this quantykube understands (%d): refusing to start", have, len(steps))
-	}
-	if have == int64(len(steps)) {
-		return nil
-	}
-	for v := have; v < int64(len(steps)); v++ {
-		for _, stmt := range steps[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
-			}
-		}
-		s.log.Info("migrated schema", "dialect", s.d.Name(), "version", v+1)
-	}
-	if have == 0 {
-		// An empty store is at revision 1, as etcd's is.
-		for name, value := range map[string]int64{"rev": 1, "compact": 0, "member_id": randomID(), "cluster_id": randomID(), "last_unix_ms": 0} {
-			if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, value); err != nil {
-				return fmt.Errorf("migrate: %w", err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`), int64(len(steps))); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	} else if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`), int64(len(steps))); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return tx.Commit()
-}
-
-type persisted struct {
-	rev, compact, member, cluster, lastUnixMs int64
-	leases                                    map[int64]int64
-}
-
-func (s *Store) loadState(ctx context.Context) (persisted, error) {
-	st := persisted{leases: map[int64]int64{}}
-	rows, err := s.wdb.QueryContext(ctx, `SELECT name, value FROM meta`)
-	if err != nil {
-		return st, err
-	}
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			rows.Close()
-			return st, err
-		}
-		switch name {
-		case "rev":
-			st.rev = v
-		case "compact":
-			st.compact = v
-		case "member_id":
-			st.member = v
-		case "cluster_id":
-			st.cluster = v
-		case "last_unix_ms":
-			st.lastUnixMs = v
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, err
-	}
-	rows, err = s.wdb.QueryContext(ctx, `SELECT id, ttl FROM leases`)
-	if err != nil {
-		return st, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, ttl int64
-		if err := rows.Scan(&id, &ttl); err != nil {
-			return st, err
-		}
-		st.leases[id] = ttl
-	}
-	return st, rows.Err()
 }

@@ -7,6 +7,13 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
+// Txn evaluation, as etcd's apply does it: static checks (CheckTxn), then
+// the branch of every transaction and nested transaction decided against
+// the state before any of its operations (plan), then the checks etcd
+// makes before applying (check), and only then the writes (exec). Every
+// refusal comes before the first write, so a refused request writes
+// nothing; an error after it is a database failure, which aborts the batch.
+
 // MaxTxnOps is etcd's default --max-txn-ops.
 const MaxTxnOps = 128
 
@@ -132,6 +139,30 @@ func intervals(ops []*pb.RequestOp) (map[string]bool, []KeyRange, error) {
 	return puts, dels, nil
 }
 
+// walkTxn calls visit with every single key that t and its nested
+// transactions compare or put.
+func walkTxn(t *pb.TxnRequest, visit func(key []byte)) {
+	for _, c := range t.Compare {
+		if len(c.RangeEnd) == 0 {
+			visit(c.Key)
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
+		for _, op := range ops {
+			switch v := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				if v.RequestPut != nil {
+					visit(v.RequestPut.Key)
+				}
+			case *pb.RequestOp_RequestTxn:
+				if v.RequestTxn != nil {
+					walkTxn(v.RequestTxn, visit)
+				}
+			}
+		}
+	}
+}
+
 // plan is the branch a transaction takes, decided for it and every nested
 // transaction against the state before any of its operations run, as etcd
 // does.
@@ -141,10 +172,10 @@ type plan struct {
 	nested    map[int]*plan
 }
 
-func (w *writer) plan(r *pb.TxnRequest) (*plan, error) {
+func (b *batch) plan(r *pb.TxnRequest) (*plan, error) {
 	ok := true
 	for _, c := range r.Compare {
-		hold, err := w.compare(c)
+		hold, err := b.compare(c)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +190,7 @@ func (w *writer) plan(r *pb.TxnRequest) (*plan, error) {
 	}
 	for i, op := range p.ops {
 		if t, isTxn := op.Request.(*pb.RequestOp_RequestTxn); isTxn && t.RequestTxn != nil {
-			np, err := w.plan(t.RequestTxn)
+			np, err := b.plan(t.RequestTxn)
 			if err != nil {
 				return nil, err
 			}
@@ -174,22 +205,20 @@ func (w *writer) plan(r *pb.TxnRequest) (*plan, error) {
 
 // compare evaluates one compare against every key in its range; a missing
 // key compares as zero, except on VALUE, where it always fails.
-func (w *writer) compare(c *pb.Compare) (bool, error) {
-	var kvs []*row
+func (b *batch) compare(c *pb.Compare) (bool, error) {
+	var kvs []*mvccpb.KeyValue
 	kr := NewKeyRange(c.Key, c.RangeEnd)
 	if kr.Single() {
-		kv, err := w.get(c.Key)
+		kv, err := b.tx.get(c.Key)
 		if err != nil {
 			return false, err
 		}
 		if kv != nil {
-			kvs = []*row{kv}
+			kvs = []*mvccpb.KeyValue{kv}
 		}
 	} else if !kr.Empty() {
-		cond, args := w.s.q.where("key", kr, nil)
 		var err error
-		kvs, err = w.scanRows(`SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE `+cond, args...)
-		if err != nil {
+		if kvs, err = b.tx.scan(kr, 0); err != nil {
 			return false, err
 		}
 	}
@@ -237,21 +266,21 @@ func compareKV(c *pb.Compare, kv *mvccpb.KeyValue) bool {
 // check refuses, before anything is written, what etcd refuses at apply
 // time: ranges at unreadable revisions, puts on unknown leases, and
 // ignore_value/ignore_lease on keys that do not exist.
-func (w *writer) check(p *plan) error {
+func (b *batch) check(p *plan) error {
 	for i, op := range p.ops {
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
 			rr := v.RequestRange
-			if rr.Revision > w.rev {
+			if rr.Revision > b.rev {
 				return ErrFutureRev
 			}
-			if rr.Revision > 0 && rr.Revision < max(w.compact, w.s.RetainFloor()) {
+			if rr.Revision > 0 && rr.Revision < b.floor() {
 				return ErrCompacted
 			}
 		case *pb.RequestOp_RequestPut:
 			pr := v.RequestPut
 			if pr.IgnoreValue || pr.IgnoreLease {
-				kv, err := w.get(pr.Key)
+				kv, err := b.tx.get(pr.Key)
 				if err != nil {
 					return err
 				}
@@ -260,7 +289,7 @@ func (w *writer) check(p *plan) error {
 				}
 			}
 			if pr.Lease != 0 && !pr.IgnoreLease {
-				ok, err := w.leaseExists(pr.Lease)
+				ok, err := b.leaseExists(pr.Lease)
 				if err != nil {
 					return err
 				}
@@ -270,7 +299,7 @@ func (w *writer) check(p *plan) error {
 			}
 		case *pb.RequestOp_RequestTxn:
 			if np := p.nested[i]; np != nil {
-				if err := w.check(np); err != nil {
+				if err := b.check(np); err != nil {
 					return err
 				}
 			}
@@ -279,75 +308,168 @@ func (w *writer) check(p *plan) error {
 	return nil
 }
 
-func (w *writer) applyTxn(r *pb.TxnRequest) (*pb.TxnResponse, error) {
+// floor is the etcd API's floor as this batch sees it.
+func (b *batch) floor() int64 { return max(b.compact, b.s.RetainFloor()) }
+
+// change is one request's pending revision: rev is taken when the request
+// makes its first change, and every change in it shares that revision.
+type change struct {
+	rev int64
+	sub int64
+}
+
+func (c *change) touched() bool { return c.sub > 0 }
+
+// headerRev is the revision a response inside the request reports: the new
+// one once the request has changed something, the old one before.
+func (c *change) headerRev(old int64) int64 {
+	if c.touched() {
+		return c.rev
+	}
+	return old
+}
+
+func (b *batch) txn(r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := CheckTxn(r, MaxTxnOps); err != nil {
 		return nil, err
 	}
-	p, err := w.plan(r)
+	p, err := b.plan(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.check(p); err != nil {
+	if err := b.check(p); err != nil {
 		return nil, err
 	}
-	c := &change{rev: w.rev + 1}
-	resp, err := w.exec(c, p)
+	c := &change{rev: b.rev + 1}
+	resp, err := b.exec(c, p)
 	if err != nil {
 		return nil, err
 	}
 	if c.touched() {
-		w.rev = c.rev
+		b.rev = c.rev
 	}
-	resp.Header = &pb.ResponseHeader{Revision: w.rev}
+	resp.Header = &pb.ResponseHeader{Revision: b.rev}
 	return resp, nil
 }
 
-func (w *writer) exec(c *change, p *plan) (*pb.TxnResponse, error) {
-	resp := &pb.TxnResponse{Succeeded: p.succeeded, Responses: make([]*pb.ResponseOp, 0, len(p.ops))}
+func (b *batch) exec(c *change, p *plan) (*pb.TxnResponse, error) {
+	resp := &pb.TxnResponse{Succeeded: p.succeeded, Responses: make([]*pb.ResponseOp, len(p.ops))}
 	for i, op := range p.ops {
+		var out pb.ResponseOp
+		var err error
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
-			// The range reads the tables: the batch's held-back writes
-			// (shared databases) must be there first.
-			if err := w.flush(); err != nil {
-				return nil, dbErr(err)
-			}
-			rev := c.headerRev(w.rev)
-			res, err := w.s.rangeIn(w.ctx, w.tx, v.RequestRange, rev, max(w.compact, w.s.RetainFloor()))
-			if err != nil {
-				return nil, dbErr(err)
-			}
-			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{
-				ResponseRange: &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: res.Rev}, Kvs: res.Kvs, More: res.More, Count: res.Count},
-			}})
+			r := &pb.ResponseOp_ResponseRange{}
+			r.ResponseRange, err = b.rangeOp(c, v.RequestRange)
+			out.Response = r
 		case *pb.RequestOp_RequestPut:
-			pr, err := w.put(c, v.RequestPut)
-			if err != nil {
-				return nil, err
-			}
-			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}})
+			r := &pb.ResponseOp_ResponsePut{}
+			r.ResponsePut, err = b.put(c, v.RequestPut)
+			out.Response = r
 		case *pb.RequestOp_RequestDeleteRange:
-			dr, err := w.deleteRange(c, v.RequestDeleteRange)
-			if err != nil {
-				return nil, err
-			}
-			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}})
+			r := &pb.ResponseOp_ResponseDeleteRange{}
+			r.ResponseDeleteRange, err = b.deleteRange(c, v.RequestDeleteRange)
+			out.Response = r
 		case *pb.RequestOp_RequestTxn:
-			np := p.nested[i]
-			var tr *pb.TxnResponse
-			if np == nil {
-				tr = &pb.TxnResponse{Succeeded: true}
-			} else {
-				var err error
-				if tr, err = w.exec(c, np); err != nil {
-					return nil, err
-				}
+			r := &pb.ResponseOp_ResponseTxn{ResponseTxn: &pb.TxnResponse{Succeeded: true}}
+			if np := p.nested[i]; np != nil {
+				r.ResponseTxn, err = b.exec(c, np)
 			}
-			tr.Header = &pb.ResponseHeader{Revision: c.headerRev(w.rev)}
-			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: tr}})
-		default:
-			resp.Responses = append(resp.Responses, &pb.ResponseOp{})
+			if err == nil {
+				r.ResponseTxn.Header = &pb.ResponseHeader{Revision: c.headerRev(b.rev)}
+			}
+			out.Response = r
 		}
+		if err != nil {
+			return nil, err
+		}
+		resp.Responses[i] = &out
 	}
 	return resp, nil
+}
+
+// rangeOp reads inside the transaction, at the revision the request has
+// reached: its own earlier writes included.
+func (b *batch) rangeOp(c *change, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if err := b.tx.flush(); err != nil {
+		return nil, err
+	}
+	res, err := b.s.rangeIn(b.ctx, b.tx.q(), r, c.headerRev(b.rev), b.floor())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: res.Rev}, Kvs: res.Kvs, More: res.More, Count: res.Count}, nil
+}
+
+func (b *batch) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
+	prev, err := b.tx.get(p.Key)
+	if err != nil {
+		return nil, err
+	}
+	kv := &mvccpb.KeyValue{Key: p.Key, Value: p.Value, Lease: p.Lease, ModRevision: c.rev, CreateRevision: c.rev, Version: 1}
+	if prev != nil {
+		kv.CreateRevision = prev.CreateRevision
+		kv.Version = prev.Version + 1
+		if p.IgnoreValue {
+			kv.Value = prev.Value
+		}
+		if p.IgnoreLease {
+			kv.Lease = prev.Lease
+		}
+	}
+	if kv.Value == nil {
+		kv.Value = []byte{}
+	}
+	if err := b.tx.put(kv, c.sub, b.unixMs); err != nil {
+		return nil, err
+	}
+	c.sub++
+	b.events = append(b.events, &Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev, UnixMs: b.unixMs})
+	resp := &pb.PutResponse{Header: &pb.ResponseHeader{Revision: c.rev}}
+	if p.PrevKv {
+		resp.PrevKv = prev
+	}
+	return resp, nil
+}
+
+func (b *batch) deleteRange(c *change, d *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	kr := NewKeyRange(d.Key, d.RangeEnd)
+	var prevs []*mvccpb.KeyValue
+	switch {
+	case kr.Single():
+		// kube-apiserver's delete: the batch's row reader answers it without
+		// a scan (and without sending a buffered batch's held-back writes).
+		prev, err := b.tx.get(kr.Key)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			prevs = []*mvccpb.KeyValue{prev}
+		}
+	case !kr.Empty():
+		var err error
+		if prevs, err = b.tx.scan(kr, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.deleteKeys(c, prevs); err != nil {
+		return nil, err
+	}
+	resp := &pb.DeleteRangeResponse{Header: &pb.ResponseHeader{Revision: c.headerRev(b.rev)}, Deleted: int64(len(prevs))}
+	if d.PrevKv {
+		resp.PrevKvs = prevs
+	}
+	return resp, nil
+}
+
+// deleteKeys removes the given current rows in revision c.
+func (b *batch) deleteKeys(c *change, prevs []*mvccpb.KeyValue) error {
+	for _, prev := range prevs {
+		if err := b.tx.del(prev.Key, c.rev, c.sub, b.unixMs); err != nil {
+			return err
+		}
+		c.sub++
+		b.events = append(b.events, &Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: prev.Key, ModRevision: c.rev}, PrevKv: prev, UnixMs: b.unixMs})
+	}
+	return nil
 }

@@ -15,15 +15,15 @@ type leaseServer struct {
 }
 
 func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	id, ttl, rev, err := l.s.store.LeaseGrant(ctx, r.ID, r.TTL)
+	lease, err := l.s.store.Grant(ctx, mvcc.LeaseGrant{ID: r.ID, TTL: r.TTL})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.LeaseGrantResponse{Header: l.s.header(rev), ID: id, TTL: ttl}, nil
+	return &pb.LeaseGrantResponse{Header: l.s.header(lease.Rev), ID: lease.ID, TTL: lease.TTL}, nil
 }
 
 func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	rev, err := l.s.store.LeaseRevoke(ctx, r.ID)
+	rev, err := l.s.store.Revoke(ctx, r.ID)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -36,7 +36,7 @@ func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 		if err != nil {
 			return err
 		}
-		ttl, err := l.s.store.LeaseRenew(req.ID)
+		ttl, err := l.s.store.Renew(stream.Context(), req.ID)
 		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
 			return toGRPC(err)
 		}
@@ -49,7 +49,7 @@ func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 }
 
 func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	info, err := l.s.store.LeaseTimeToLive(ctx, r.ID, r.Keys)
+	info, err := l.s.store.TimeToLive(ctx, r.ID, r.Keys)
 	if errors.Is(err, mvcc.ErrLeaseNotFound) {
 		return &pb.LeaseTimeToLiveResponse{Header: l.s.header(l.s.store.Rev()), ID: r.ID, TTL: -1}, nil
 	}

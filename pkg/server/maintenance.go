@@ -20,8 +20,8 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 	rev := m.s.store.Rev()
 	return &pb.StatusResponse{
 		Header:           m.s.header(rev),
-		Version:          Version,
-		StorageVersion:   Version,
+		Version:          m.s.cfg.Version,
+		StorageVersion:   m.s.cfg.Version,
 		DbSize:           total,
 		DbSizeInUse:      inUse,
 		Leader:           m.s.store.MemberID(),
@@ -62,53 +62,4 @@ func (m *maintenanceServer) MoveLeader(context.Context, *pb.MoveLeaderRequest) (
 
 func (m *maintenanceServer) Downgrade(context.Context, *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
 	return nil, unimplemented("Downgrade", "there is no etcd cluster version to downgrade")
-}
-
-type clusterServer struct {
-	pb.UnimplementedClusterServer
-	s *Server
-}
-
-func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
-	id := c.s.store.MemberID()
-	return &pb.MemberListResponse{
-		Header:  c.s.header(c.s.store.Rev()),
-		Members: []*pb.Member{{ID: id, Name: "quantykube", ClientURLs: c.s.cfg.ClientURLs}},
-	}, nil
-}
-
-func (c *clusterServer) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	return nil, unimplemented("MemberAdd", "replicas share one database instead of joining a raft cluster")
-}
-
-func (c *clusterServer) MemberRemove(context.Context, *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	return nil, unimplemented("MemberRemove", "replicas share one database instead of joining a raft cluster")
-}
-
-func (c *clusterServer) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	return nil, unimplemented("MemberUpdate", "replicas share one database instead of joining a raft cluster")
-}
-
-func (c *clusterServer) MemberPromote(context.Context, *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	return nil, unimplemented("MemberPromote", "there are no learners")
-}
-
-// authServer reports authentication as disabled and refuses to enable it:
-// QuantyKube authenticates clients with TLS certificates.
-type authServer struct {
-	pb.UnimplementedAuthServer
-}
-
-const authWhy = "use TLS client certificates (--client-cert-auth, --trusted-ca-file)"
-
-func (a *authServer) AuthStatus(context.Context, *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
-	return &pb.AuthStatusResponse{Header: &pb.ResponseHeader{}, Enabled: false}, nil
-}
-
-func (a *authServer) AuthEnable(context.Context, *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
-	return nil, unimplemented("etcd authentication", authWhy)
-}
-
-func (a *authServer) Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
-	return nil, unimplemented("etcd authentication", authWhy)
 }

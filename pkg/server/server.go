@@ -1,27 +1,26 @@
-// Package endpoint serves etcd's v3 gRPC API (KV, Watch, Lease,
-// Maintenance, Cluster, Auth) on top of a mvcc.Store.
+// Package server serves etcd's v3 gRPC API (KV, Watch, Lease, Maintenance,
+// Cluster, Auth) from an mvcc.Backend: request checks, etcd's exact errors
+// and response headers, and the per-stream watch engine. It holds no state
+// of its own beyond open watch streams; pkg/endpoint wires it to a store
+// and a listener.
 package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-// Version is the etcd server version reported by Status. kube-apiserver
-// enables consistent reads from its cache only from 3.5.13 on; QuantyKube
-// behaves as etcd 3.6 does.
+// Version is the etcd server version Status reports by default.
+// kube-apiserver enables consistent reads from its cache only from 3.5.13
+// on; QuantyKube behaves as etcd 3.6 does.
 const Version = "3.6.0"
 
 // DefaultMaxRequestBytes is etcd's --max-request-bytes default, 1.5 MiB.
@@ -29,7 +28,7 @@ const DefaultMaxRequestBytes = 3 * 1024 * 1024 / 2
 
 // Config configures the services.
 type Config struct {
-	Store           *mvcc.Store
+	Backend         mvcc.Backend
 	Logger          *slog.Logger
 	MaxRequestBytes int
 	// ClientURLs are advertised by MemberList.
@@ -37,6 +36,8 @@ type Config struct {
 	// ProgressNotifyInterval is how often a watcher created with
 	// progress_notify hears the current revision (etcd: 10 minutes).
 	ProgressNotifyInterval time.Duration
+	// Version is the etcd version Status reports (default Version).
+	Version string
 	// Done, when closed, ends every watch stream so a graceful stop can
 	// finish.
 	Done <-chan struct{}
@@ -45,7 +46,7 @@ type Config struct {
 // Server implements the etcd services.
 type Server struct {
 	cfg   Config
-	store *mvcc.Store
+	store mvcc.Backend
 	log   *slog.Logger
 }
 
@@ -60,7 +61,10 @@ func New(cfg Config) *Server {
 	if cfg.ProgressNotifyInterval <= 0 {
 		cfg.ProgressNotifyInterval = 10 * time.Minute
 	}
-	return &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger}
+	if cfg.Version == "" {
+		cfg.Version = Version
+	}
+	return &Server{cfg: cfg, store: cfg.Backend, log: cfg.Logger}
 }
 
 // Register adds every etcd service to g.
@@ -101,52 +105,4 @@ func (s *Server) header(rev int64) *pb.ResponseHeader {
 		Revision:  rev,
 		RaftTerm:  1,
 	}
-}
-
-// toGRPC maps the store's errors to etcd's exact gRPC errors, which clients
-// (kube-apiserver among them) match by text.
-func toGRPC(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	switch {
-	case errors.Is(err, mvcc.ErrCompacted):
-		return rpctypes.ErrGRPCCompacted
-	case errors.Is(err, mvcc.ErrFutureRev):
-		return rpctypes.ErrGRPCFutureRev
-	case errors.Is(err, mvcc.ErrKeyNotFound):
-		return rpctypes.ErrGRPCKeyNotFound
-	case errors.Is(err, mvcc.ErrValueProvided):
-		return rpctypes.ErrGRPCValueProvided
-	case errors.Is(err, mvcc.ErrLeaseProvided):
-		return rpctypes.ErrGRPCLeaseProvided
-	case errors.Is(err, mvcc.ErrLeaseNotFound):
-		return rpctypes.ErrGRPCLeaseNotFound
-	case errors.Is(err, mvcc.ErrLeaseExists):
-		return rpctypes.ErrGRPCLeaseExist
-	case errors.Is(err, mvcc.ErrLeaseTTLTooBig):
-		return rpctypes.ErrGRPCLeaseTTLTooLarge
-	case errors.Is(err, mvcc.ErrDuplicateKey):
-		return rpctypes.ErrGRPCDuplicateKey
-	case errors.Is(err, mvcc.ErrTooManyOps):
-		return rpctypes.ErrGRPCTooManyOps
-	case errors.Is(err, mvcc.ErrEmptyKey):
-		return rpctypes.ErrGRPCEmptyKey
-	case errors.Is(err, mvcc.ErrInvalidSort):
-		return rpctypes.ErrGRPCInvalidSortOption
-	case errors.Is(err, mvcc.ErrClosed):
-		return rpctypes.ErrGRPCStopped
-	case errors.Is(err, context.Canceled):
-		return rpctypes.ErrGRPCCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return rpctypes.ErrGRPCTimeout
-	}
-	return status.Error(codes.Unavailable, fmt.Sprintf("quantykube: database: %v", err))
-}
-
-func unimplemented(what, why string) error {
-	return status.Errorf(codes.Unimplemented, "quantykube: %s is not supported: %s", what, why)
 }

@@ -80,11 +80,10 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 }
 
 func (st *watchStream) run(ctx context.Context, recvErr <-chan error) error {
-	hub := st.s.store.Hub()
 	tick := time.NewTicker(st.s.cfg.ProgressNotifyInterval)
 	defer tick.Stop()
 	for {
-		rev, wake, closed := hub.State()
+		rev, wake, closed := st.s.store.Published()
 		if closed {
 			return rpctypes.ErrGRPCStopped
 		}
@@ -219,7 +218,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 	if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true}); err != nil {
 		return err
 	}
-	if floor := st.s.store.EtcdFloor(); cr.StartRevision > 0 && cr.StartRevision < floor {
+	if floor := st.s.store.Floor(); cr.StartRevision > 0 && cr.StartRevision < floor {
 		// The history it asks for is below the floor the etcd API shows.
 		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true, CompactRevision: floor})
 	}
@@ -253,7 +252,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		// now past where this watcher stands, the read may have missed some.
 		if w.next < st.s.store.RetainFloor() {
 			st.remove(w.id)
-			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: st.s.store.EtcdFloor()}); err != nil {
+			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: st.s.store.Floor()}); err != nil {
 				return false, err
 			}
 			continue
@@ -271,7 +270,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 
 func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) error {
 	out := make([]*mvccpb.Event, 0, len(evs))
-	floor := st.s.store.EtcdFloor()
+	floor := st.s.store.Floor()
 	for _, e := range evs {
 		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
 			continue

@@ -44,7 +44,7 @@ func serveProfiled(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := endpoint.Start(ctx, endpoint.Config{ListenAddress: *listen, Endpoint: *dsn, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv, err := endpoint.Start(ctx, endpoint.Config{Listener: *listen, Endpoint: *dsn, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/tls"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -291,7 +292,7 @@ func TestCLI(t *testing.T) {
 // TestCLIUnixSocket: the CLI reaches a server on a unix socket.
 func TestCLIUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "qk.sock")
-	e := startEnv(t, endpoint.Config{ListenAddress: "unix://" + sock}, nil)
+	e := startEnv(t, endpoint.Config{Listener: "unix://" + sock}, nil)
 	rev := e.put("/u/k", "over a socket")
 	out := e.ok("get", "/u/k", "--rev", strconv.FormatInt(rev, 10), "--endpoints", "unix://"+sock).stdout
 	if rows := table(t, out, "REVISION", "KEY", "STATE", "CREATE_REV", "MOD_REV", "VERSION", "VALUE"); rows[0][6] != "over a socket" {
@@ -304,7 +305,7 @@ func TestCLIUnixSocket(t *testing.T) {
 func TestCLITLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
-	e := startEnv(t, endpoint.Config{CertFile: cert, KeyFile: key}, nil)
+	e := startEnv(t, endpoint.Config{ServerTLSConfig: tls.Config{CertFile: cert, KeyFile: key}}, nil)
 	if !strings.HasPrefix(e.url, "https://") {
 		t.Fatalf("server URL %s is not https", e.url)
 	}

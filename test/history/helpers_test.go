@@ -58,8 +58,8 @@ type env struct {
 func startEnv(t *testing.T, cfg endpoint.Config, clk *clock) *env {
 	t.Helper()
 	e := &env{t: t, clock: clk, log: &testutil.LogBuffer{}}
-	if cfg.ListenAddress == "" {
-		cfg.ListenAddress = "127.0.0.1:0"
+	if cfg.Listener == "" {
+		cfg.Listener = "127.0.0.1:0"
 	}
 	if cfg.Endpoint == "" {
 		cfg.Endpoint = "sqlite://" + filepath.Join(t.TempDir(), "s.db")

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"syscall"
 	"testing"
@@ -103,24 +102,18 @@ func (s *testServer) start() {
 func (s *testServer) startQuanty() {
 	s.t.Helper()
 	cfg := endpoint.Config{
-		ListenAddress: s.addr,
-		Endpoint:      endpointFor(s.t, s.dbPath),
-		Logger:        slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Listener:       s.addr,
+		Endpoint:       endpointFor(s.t, s.dbPath),
+		NotifyInterval: quantyProgressInterval,
+		Logger:         slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	// A short periodic progress interval, if the core lets us choose it
-	// (etcd's default is 10 minutes; Kubernetes' storage tests use 1-5 s).
-	s.progressWait = 12 * time.Second
-	if f := reflect.ValueOf(&cfg).Elem().FieldByName("WatchProgressNotifyInterval"); f.IsValid() && f.CanSet() &&
-		f.Type() == reflect.TypeOf(time.Duration(0)) {
-		f.Set(reflect.ValueOf(quantyProgressInterval))
-		s.progressWait = 5 * quantyProgressInterval
-	}
+	s.progressWait = 5 * quantyProgressInterval
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil && s.addr != "127.0.0.1:0" {
 		// Restart: the old port may have been taken meanwhile.
-		cfg.ListenAddress = "127.0.0.1:0"
+		cfg.Listener = "127.0.0.1:0"
 		srv, err = endpoint.Start(ctx, cfg)
 	}
 	if err != nil {

@@ -336,12 +336,12 @@ func TestHistoryReads(t *testing.T) {
 			}
 		}
 	}
-	all, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte("/h/"), []byte("/h0")), 0, 0, 0, 100, 1<<20)
+	all, err := s.Log(ctx, mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("/h/"), []byte("/h0")), Limit: 100, MaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"/h/a", "/h/b"} {
-		one, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte(key), nil), 0, 0, 0, 100, 1<<20)
+		one, err := s.Log(ctx, mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte(key), nil), Limit: 100, MaxBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,7 @@ func TestHistoryReads(t *testing.T) {
 			}
 		}
 		// A page that starts mid-chain looks up its first prev_kv.
-		page, err := s.KeyLog(ctx, mvcc.NewKeyRange([]byte(key), nil), 0, want[0].Rev(), 1<<30, 100, 1<<20)
+		page, err := s.Log(ctx, mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte(key), nil), After: mvcc.LogCursor{Rev: want[0].Rev(), Sub: 1 << 30}, Limit: 100, MaxBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

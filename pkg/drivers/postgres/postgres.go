@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,14 +20,20 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/pkg/tls"
 )
 
-// Options tune the connection pools; zero values take the defaults.
+// Options tune the dialect; zero values take the defaults.
 type Options struct {
-	// MaxOpenConns bounds the read pool (the writer always has exactly one
-	// connection, the listener one more).
-	MaxOpenConns int
+	// Pool sizes the read pool (default max(8, 4*GOMAXPROCS) connections,
+	// idle ones closed after 5 minutes); the writer always has exactly one
+	// connection, the listener one more.
+	Pool generic.ConnectionPoolConfig
+	// TLS is the client certificate and CA for the server, used where the
+	// endpoint URL does not name them (sslcert, sslkey, sslrootcert).
+	TLS tls.Config
 	// StatementTimeout is set as the sessions' statement_timeout; 0 leaves
 	// the server's (or the DSN's) setting.
 	StatementTimeout time.Duration
@@ -51,6 +58,10 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return nil, fmt.Errorf("postgres: endpoint must start with postgres:// or postgresql://")
 	}
+	dsn, err := withTLSFiles(dsn, opts.TLS)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote the DSN, password included.
@@ -65,8 +76,8 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if opts.StatementTimeout > 0 {
 		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
 	}
-	if opts.MaxOpenConns <= 0 {
-		opts.MaxOpenConns = max(8, 4*runtime.GOMAXPROCS(0))
+	if opts.Pool.MaxIdleTime == 0 {
+		opts.Pool.MaxIdleTime = 5 * time.Minute
 	}
 	return &Dialect{cfg: cfg, opts: opts}, nil
 }
@@ -90,9 +101,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	// from meta matches the rows it returns.
 	rcfg.RuntimeParams["default_transaction_isolation"] = "repeatable read"
 	reader = stdlib.OpenDB(*rcfg)
-	reader.SetMaxOpenConns(d.opts.MaxOpenConns)
-	reader.SetMaxIdleConns(d.opts.MaxOpenConns)
-	reader.SetConnMaxIdleTime(5 * time.Minute)
+	d.opts.Pool.Apply(reader, max(8, 4*runtime.GOMAXPROCS(0)))
 	return writer, reader, nil
 }
 
@@ -177,10 +186,9 @@ func (d *Dialect) Bind(q string) string {
 	return b.String()
 }
 
-// NoIndex returns the column unchanged: PostgreSQL's planner weighs the
-// revision condition against the key range from statistics (and the actual
-// index bounds for revisions newer than the histogram).
-// LogByRev needs no hint: Postgres' planner costs the rev range scan right.
+// LogByRev needs no hint: PostgreSQL's planner weighs the revision
+// condition against the key range from statistics (and the actual index
+// bounds for revisions newer than the histogram).
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
@@ -394,3 +402,29 @@ var (
 	_ mvcc.Dialect = (*Dialect)(nil)
 	_ mvcc.Shared  = (*Dialect)(nil)
 )
+
+// withTLSFiles adds BackendTLSConfig's files to the endpoint URL as libpq
+// parameters, unless the URL names them itself (as kine does).
+func withTLSFiles(dsn string, t tls.Config) (string, error) {
+	params := [][2]string{{"sslrootcert", t.CAFile}, {"sslcert", t.CertFile}, {"sslkey", t.KeyFile}}
+	if t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" {
+		return dsn, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", errors.New("postgres: cannot parse the endpoint URL (check its syntax and parameters)")
+	}
+	q := u.Query()
+	for _, p := range params {
+		if p[1] != "" && !q.Has(p[0]) {
+			q.Set(p[0], p[1])
+		}
+	}
+	if t.SkipVerify && !q.Has("sslmode") {
+		q.Set("sslmode", "require") // encrypted, not verified
+	} else if t.CAFile != "" && !q.Has("sslmode") {
+		q.Set("sslmode", "verify-full")
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}

@@ -14,21 +14,31 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
+
+// Options tune the dialect; zero values take the defaults.
+type Options struct {
+	// Pool sizes the read pool (default max(4, 2*GOMAXPROCS)); the writer
+	// always has one connection of its own.
+	Pool generic.ConnectionPoolConfig
+}
 
 // Dialect opens one SQLite file.
 type Dialect struct {
 	Path string
-	// lock is held while the database is open: the core keeps the live
-	// state in memory and assigns revisions in one process, so a second
+	opts Options
+	// lock is held while the database is open: the engine keeps the live
+	// index in memory and assigns revisions in one process, so a second
 	// server on the same file must not start.
 	lock *os.File
 }
 
-// New parses sqlite://path (relative or absolute). Query parameters are not
-// passed through: durability settings are not the user's to weaken.
-func New(dsn string) (*Dialect, error) {
+// New parses sqlite://path (relative or absolute). Query parameters (kine
+// users pass _journal, cache, _busy_timeout, _txlock) are ignored:
+// durability settings are not the user's to weaken.
+func New(dsn string, opts Options) (*Dialect, error) {
 	rest, ok := strings.CutPrefix(dsn, "sqlite://")
 	if !ok {
 		return nil, fmt.Errorf("sqlite: endpoint %q must start with sqlite://", dsn)
@@ -39,7 +49,7 @@ func New(dsn string) (*Dialect, error) {
 	if rest == "" {
 		return nil, fmt.Errorf("sqlite: endpoint %q names no file", dsn)
 	}
-	return &Dialect{Path: rest}, nil
+	return &Dialect{Path: rest, opts: opts}, nil
 }
 
 func (d *Dialect) Name() string { return "sqlite" }
@@ -88,10 +98,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		d.Close()
 		return nil, nil, err
 	}
-	n := max(4, 2*runtime.GOMAXPROCS(0))
-	reader.SetMaxOpenConns(n)
-	reader.SetMaxIdleConns(n)
-	reader.SetConnMaxLifetime(0)
+	d.opts.Pool.Apply(reader, max(4, 2*runtime.GOMAXPROCS(0)))
 	return writer, reader, nil
 }
 

@@ -177,21 +177,21 @@ func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	dir := t.TempDir()
 
 	logs := &testLogWriter{t: t}
-	endpoint := "sqlite://" + filepath.Join(dir, "state.db")
+	dsn := "sqlite://" + filepath.Join(dir, "state.db")
 	if backend(t) == "postgres" {
-		endpoint = postgresDatabase(t)
+		dsn = postgresDatabase(t)
 	}
 	scfg := endpoint.Config{
-		ListenAddress: "127.0.0.1:0",
-		Endpoint:      endpoint,
-		Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Listener: "127.0.0.1:0",
+		Endpoint: dsn,
+		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if tls := cfg.ClientTLSInfo; !tls.Empty() {
-		scfg.CertFile, scfg.KeyFile, scfg.TrustedCAFile = tls.CertFile, tls.KeyFile, tls.TrustedCAFile
-		scfg.ClientCertAuth = tls.ClientCertAuth
+		// A trusted CA requires client certificates, as etcd's does.
+		scfg.ServerTLSConfig.CertFile, scfg.ServerTLSConfig.KeyFile, scfg.ServerTLSConfig.TrustedCAFile = tls.CertFile, tls.KeyFile, tls.TrustedCAFile
 	}
 	if cfg.WatchProgressNotifyInterval != embed.NewConfig().WatchProgressNotifyInterval {
-		scfg.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+		scfg.NotifyInterval = cfg.WatchProgressNotifyInterval
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

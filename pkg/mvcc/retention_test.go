@@ -45,7 +45,7 @@ func put(t testing.TB, s *mvcc.Store, key string, value []byte) int64 {
 // stays there: pruned pages are reused, not appended after.
 func TestPrunedDatabaseStopsGrowing(t *testing.T) {
 	ctx := context.Background()
-	d, err := sqlite.New("sqlite://" + filepath.Join(t.TempDir(), "s.db"))
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package mvcc
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"sync/atomic"
 
@@ -14,8 +13,10 @@ import (
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
-// The current-state cache: an in-memory copy of every live key, kept by the
-// writer and read through immutable snapshots (ADR-008).
+// The live index: every live key in memory, kept by the writer and read
+// through immutable snapshots (ADR-008). It is an index, not a cache: while
+// it serves, it is the authority for reads at the latest revision and for
+// the writer's compares, and it never misses.
 //
 // Only a store whose writer is the sole mutator may have one (SQLite: one
 // process, one writer goroutine; the file is locked against a second
@@ -24,18 +25,18 @@ import (
 // before it answers anyone, so a read that starts after an acknowledged
 // write sees it. A snapshot is never written after it is published.
 //
-// The cache is all or nothing: it answers a range only by holding every key
-// there is, so a count or a list never needs SQL. When the live data
-// outgrows its budget the cache is dropped and reads go back to SQL.
+// It is all or nothing: it answers a range only by holding every key there
+// is, so a count or a list never needs SQL. When the live data outgrows its
+// budget the index is dropped and reads go back to SQL.
 
-// cacheItemOverhead approximates what a cached row costs beyond its key and
+// indexItemOverhead approximates what an indexed row costs beyond its key and
 // value: the KeyValue struct and its slot in the tree.
-const cacheItemOverhead = 160
+const indexItemOverhead = 160
 
 func kvLess(a, b *mvccpb.KeyValue) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 
 func kvCost(kv *mvccpb.KeyValue) int64 {
-	return int64(len(kv.Key) + len(kv.Value) + cacheItemOverhead)
+	return int64(len(kv.Key) + len(kv.Value) + indexItemOverhead)
 }
 
 // snapshot is the live keys at revision rev.
@@ -45,8 +46,8 @@ type snapshot struct {
 	bytes int64
 }
 
-// currentCache is the writer's tree and the latest published snapshot.
-type currentCache struct {
+// liveIndex is the writer's tree and the latest published snapshot.
+type liveIndex struct {
 	limit int64
 	pub   atomic.Pointer[snapshot]
 
@@ -58,44 +59,31 @@ type currentCache struct {
 	stale bool
 }
 
-// loadCache reads every live key inside q's snapshot (at revision rev). It
+// loadIndex reads every live key inside q's snapshot (at revision rev). It
 // returns nil when the live data exceeds limit.
-func loadCache(ctx context.Context, q querier, rev, limit int64) (*currentCache, error) {
-	rows, err := q.QueryContext(ctx, `SELECT key, value, create_rev, mod_rev, version, lease FROM current ORDER BY key`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	c := &currentCache{limit: limit, tree: btree.NewG(32, kvLess)}
-	for rows.Next() {
-		kv := &mvccpb.KeyValue{}
-		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
-			return nil, err
-		}
-		if kv.Value == nil {
-			kv.Value = []byte{}
-		}
+func loadIndex(ctx context.Context, q querier, rev, limit int64) (*liveIndex, error) {
+	c := &liveIndex{limit: limit, tree: btree.NewG(32, kvLess)}
+	err := eachCurrent(ctx, q, `SELECT key, value, create_rev, mod_rev, version, lease FROM current ORDER BY key`, nil, func(kv *mvccpb.KeyValue) bool {
 		c.tree.ReplaceOrInsert(kv)
-		if c.bytes += kvCost(kv); c.bytes > limit {
-			return nil, rows.Close()
-		}
-	}
-	if err := rows.Err(); err != nil {
+		c.bytes += kvCost(kv)
+		return c.bytes <= limit
+	})
+	if err != nil || c.bytes > limit {
 		return nil, err
 	}
 	c.publish(rev)
 	return c, nil
 }
 
-func (c *currentCache) publish(rev int64) {
+func (c *liveIndex) publish(rev int64) {
 	c.pub.Store(&snapshot{rev: rev, tree: c.tree.Clone(), bytes: c.bytes})
-	metrics.CacheBytes.Set(float64(c.bytes))
+	metrics.LiveIndexBytes.Set(float64(c.bytes))
 }
 
 // apply folds one committed batch into the tree and publishes it. It
 // reports false when the live data has outgrown the budget: the caller
-// drops the cache.
-func (c *currentCache) apply(rev int64, evs []*Event) bool {
+// drops the index.
+func (c *liveIndex) apply(rev int64, evs []*Event) bool {
 	for _, e := range evs {
 		if e.Type == mvccpb.DELETE {
 			if old, ok := c.tree.Delete(e.Kv); ok {
@@ -116,15 +104,16 @@ func (c *currentCache) apply(rev int64, evs []*Event) bool {
 }
 
 // get is the writer's read of a committed row: nil if the key is absent.
-func (c *currentCache) get(key []byte) *mvccpb.KeyValue {
+func (c *liveIndex) get(key []byte) *mvccpb.KeyValue {
 	kv, _ := c.tree.Get(&mvccpb.KeyValue{Key: key})
 	return kv
 }
 
-// rangeCached answers a Range at the latest revision from the cache; ok is
-// false when there is no cache or the request asks for another revision.
-func (s *Store) rangeCached(r *pb.RangeRequest) (*RangeResult, bool, error) {
-	c := s.cache.Load()
+// rangeIndexed answers a Range at the latest revision from the live index;
+// ok is false when no index serves or the request asks for another
+// revision.
+func (s *Store) rangeIndexed(r *pb.RangeRequest) (*RangeResult, bool, error) {
+	c := s.index.Load()
 	if c == nil {
 		return nil, false, nil
 	}
@@ -162,7 +151,7 @@ func (s *Store) rangeCached(r *pb.RangeRequest) (*RangeResult, bool, error) {
 			store = make([]mvccpb.KeyValue, n)
 		}
 		// A copy: callers may change the KeyValue (finishRange hides
-		// values), never the cached one. Key and value bytes are shared;
+		// values), never the indexed one. Key and value bytes are shared;
 		// nothing writes them.
 		out := &store[0]
 		store = store[1:]
@@ -189,64 +178,52 @@ func (s *Store) rangeCached(r *pb.RangeRequest) (*RangeResult, bool, error) {
 	return finishRange(res, kvs, r, order, sortByValue, filtered), true, nil
 }
 
-// cacheBatch is called by the writer after every commit attempt: it folds a
-// committed batch in, or marks the cache stale when a commit's outcome is
-// unknown.
-func (s *Store) cacheBatch(rev int64, evs []*Event, committed bool) {
-	c := s.cache.Load()
-	if c == nil {
-		return
-	}
-	if !committed {
-		c.stale = true
-		c.pub.Store(nil)
-		return
-	}
-	if c.stale {
-		return // reloaded at the start of the next batch
+// indexBatch folds a committed batch into the live index (publish.go).
+func (s *Store) indexBatch(rev int64, evs []*Event) {
+	c := s.index.Load()
+	if c == nil || c.stale {
+		return // none, or reloaded at the start of the next batch
 	}
 	if !c.apply(rev, evs) {
-		s.dropCache(fmt.Sprintf("the live keys (%d bytes) outgrew --cache-bytes (%d bytes)", c.bytes, c.limit))
+		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.bytes, c.limit))
 	}
 }
 
-// refreshCache reloads a stale cache inside the writer's transaction, whose
-// snapshot is exactly the committed state at revision rev.
-func (s *Store) refreshCache(ctx context.Context, q querier, rev int64) error {
-	c := s.cache.Load()
-	if c == nil || !c.stale {
-		return nil
-	}
-	// The writer's revision must be the database's: a commit reported as
-	// failed that took effect would otherwise tag newer rows with an older
-	// revision.
-	var dbRev int64
-	if err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&dbRev); err != nil {
-		return err
-	}
-	if dbRev != rev {
-		s.dropCache(fmt.Sprintf("the database is at revision %d but the writer at %d after a commit with an unknown outcome; restart to reload", dbRev, rev))
-		return nil
-	}
-	fresh, err := loadCache(ctx, q, rev, c.limit)
-	if err != nil {
-		return err
-	}
-	if fresh == nil {
-		s.dropCache(fmt.Sprintf("the live keys outgrew --cache-bytes (%d bytes)", c.limit))
-		return nil
-	}
-	s.cache.Store(fresh)
-	return nil
-}
-
-func (s *Store) dropCache(why string) {
-	if c := s.cache.Load(); c != nil {
+// staleIndex stops the live index serving after a commit whose outcome is
+// unknown: the database may hold a state it lacks. The next batch reloads
+// it (batch_direct.go).
+func (s *Store) staleIndex() {
+	if c := s.index.Load(); c != nil {
+		c.stale = true
 		c.pub.Store(nil)
 	}
-	s.cache.Store(nil)
-	metrics.CacheBytes.Set(0)
-	s.log.Warn("current-state cache dropped: reads go to the database", "reason", why)
 }
 
-var _ querier = (*sql.Tx)(nil)
+// reloadIndex reads the live index again inside the writer's transaction,
+// whose snapshot is exactly the committed state at revision rev, and
+// returns it (nil when the live keys outgrew the budget: it is dropped).
+func (s *Store) reloadIndex(ctx context.Context, q querier, rev int64) (*liveIndex, error) {
+	c := s.index.Load()
+	if c == nil {
+		return nil, nil
+	}
+	fresh, err := loadIndex(ctx, q, rev, c.limit)
+	if err != nil {
+		return nil, err
+	}
+	if fresh == nil {
+		s.dropIndex(fmt.Sprintf("the live keys outgrew the live index budget (%d bytes)", c.limit))
+		return nil, nil
+	}
+	s.index.Store(fresh)
+	return fresh, nil
+}
+
+func (s *Store) dropIndex(why string) {
+	if c := s.index.Load(); c != nil {
+		c.pub.Store(nil)
+	}
+	s.index.Store(nil)
+	metrics.LiveIndexBytes.Set(0)
+	s.log.Warn("live index dropped: reads at the latest revision go to the database", "reason", why)
+}

@@ -45,9 +45,9 @@ func (a *atomicFloor) raise(f Floor) {
 // state is no longer exactly known.
 func (s *Store) RetainFloor() int64 { return s.retainFloor.Load() }
 
-// EtcdFloor is the floor the etcd API shows: the higher of Compact's floor
-// and the retention floor.
-func (s *Store) EtcdFloor() int64 { return max(s.compact.Load(), s.retainFloor.Load()) }
+// Floor is the floor the etcd API shows: the higher of Compact's floor and
+// the retention floor (KV).
+func (s *Store) Floor() int64 { return max(s.compact.Load(), s.retainFloor.Load()) }
 
 func (s *Store) initRules(ctx context.Context) error {
 	s.rules = []*retentionRule{{retain: s.opts.Retain}}
@@ -268,4 +268,49 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	}
 	metrics.PrunedRows.Add(float64(removed))
 	return removed, len(cands) < s.opts.PruneBatch, nil
+}
+
+// retentionRule keeps changes to keys under prefix for retain.
+type retentionRule struct {
+	prefix []byte // nil: the default rule, every key no other rule takes
+	retain time.Duration
+	fl     atomicFloor
+}
+
+func (r *retentionRule) floor() Floor { return r.fl.load() }
+
+func (r *retentionRule) matches(key []byte) bool {
+	return r.prefix == nil || bytes.HasPrefix(key, r.prefix)
+}
+
+func (r *retentionRule) overlaps(kr KeyRange) bool {
+	if r.prefix == nil {
+		return true
+	}
+	return kr.Overlaps(PrefixRange(r.prefix))
+}
+
+// ruleFor is the rule governing key: the longest matching prefix, else the
+// default.
+func (s *Store) ruleFor(key []byte) *retentionRule {
+	best := s.rules[0]
+	for _, r := range s.rules[1:] {
+		if r.matches(key) && (best.prefix == nil || len(r.prefix) > len(best.prefix)) {
+			best = r
+		}
+	}
+	return best
+}
+
+// rangeFloor is the highest floor among the rules whose keys kr touches.
+func (s *Store) rangeFloor(kr KeyRange) Floor {
+	var floor Floor
+	for _, r := range s.rules {
+		if r.overlaps(kr) {
+			if f := r.floor(); f.Rev > floor.Rev {
+				floor = f
+			}
+		}
+	}
+	return floor
 }

@@ -18,7 +18,7 @@ import (
 
 func openStore(t testing.TB, opts mvcc.Options) *mvcc.Store {
 	t.Helper()
-	d, err := sqlite.New("sqlite://" + filepath.Join(t.TempDir(), "s.db"))
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func (o *cacheOps) step(i int) {
 	case n < 93:
 		id := int64(1000 + i)
 		for _, s := range []*mvcc.Store{o.a, o.b} {
-			if _, _, _, err := s.LeaseGrant(context.Background(), id, 3600); err != nil {
+			if _, err := s.Grant(context.Background(), mvcc.LeaseGrant{ID: id, TTL: 3600}); err != nil {
 				o.t.Fatal(err)
 			}
 		}
@@ -110,7 +110,7 @@ func (o *cacheOps) step(i int) {
 		id := o.leases[j]
 		o.leases = append(o.leases[:j], o.leases[j+1:]...)
 		for _, s := range []*mvcc.Store{o.a, o.b} {
-			if _, err := s.LeaseRevoke(context.Background(), id); err != nil {
+			if _, err := s.Revoke(context.Background(), id); err != nil {
 				o.t.Fatal(err)
 			}
 		}
@@ -176,10 +176,10 @@ func TestCacheAnswersAsSQL(t *testing.T) {
 			o := &cacheOps{
 				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
 				a: openStore(t, mvcc.Options{}),
-				b: openStore(t, mvcc.Options{CacheBytes: -1}),
+				b: openStore(t, mvcc.Options{DisableLiveIndex: true}),
 			}
-			if !o.a.CacheEnabled() || o.b.CacheEnabled() {
-				t.Fatalf("cache enabled: %v and %v, want true and false", o.a.CacheEnabled(), o.b.CacheEnabled())
+			if !o.a.IndexEnabled() || o.b.IndexEnabled() {
+				t.Fatalf("cache enabled: %v and %v, want true and false", o.a.IndexEnabled(), o.b.IndexEnabled())
 			}
 			for i := range 600 {
 				o.step(i)
@@ -198,7 +198,7 @@ func TestCacheReloadAndBudget(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
 	open := func(opts mvcc.Options) *mvcc.Store {
-		d, err := sqlite.New("sqlite://" + path)
+		d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,18 +208,18 @@ func TestCacheReloadAndBudget(t *testing.T) {
 		}
 		return s
 	}
-	s := open(mvcc.Options{CacheBytes: 64 << 10})
+	s := open(mvcc.Options{LiveIndexBytes: 64 << 10})
 	value := make([]byte, 1000)
 	for i := range 30 {
 		put(t, s, fmt.Sprintf("/r/%02d", i), value)
 	}
-	if !s.CacheEnabled() {
+	if !s.IndexEnabled() {
 		t.Fatal("cache off with 30 KB of a 64 KB budget")
 	}
 	for i := 30; i < 80; i++ {
 		put(t, s, fmt.Sprintf("/r/%02d", i), value)
 	}
-	if s.CacheEnabled() {
+	if s.IndexEnabled() {
 		t.Fatal("cache still on with 80 KB of live keys and a 64 KB budget")
 	}
 	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0")})
@@ -228,14 +228,14 @@ func TestCacheReloadAndBudget(t *testing.T) {
 	}
 	s.Close()
 
-	s = open(mvcc.Options{CacheBytes: 64 << 10})
-	if s.CacheEnabled() {
+	s = open(mvcc.Options{LiveIndexBytes: 64 << 10})
+	if s.IndexEnabled() {
 		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the cache is on")
 	}
 	s.Close()
 	s = open(mvcc.Options{})
 	defer s.Close()
-	if !s.CacheEnabled() {
+	if !s.IndexEnabled() {
 		t.Fatal("reopened with the default budget, the cache is off")
 	}
 	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0"), Limit: 10})
@@ -253,8 +253,8 @@ func TestCacheReloadsWhenStale(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, mvcc.Options{})
 	put(t, s, "/s/a", []byte("1"))
-	s.MarkCacheStale()
-	if s.CacheServing() {
+	s.FailCommitOutcome()
+	if s.IndexServing() {
 		t.Fatal("a stale cache still serves")
 	}
 	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/a")})
@@ -262,7 +262,7 @@ func TestCacheReloadsWhenStale(t *testing.T) {
 		t.Fatalf("read while stale: %v %v", err, res)
 	}
 	rev := put(t, s, "/s/b", []byte("2"))
-	if !s.CacheServing() {
+	if !s.IndexServing() {
 		t.Fatal("the cache does not serve after the next batch")
 	}
 	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/"), RangeEnd: []byte("/s0")})
@@ -277,7 +277,7 @@ func TestSecondStoreOnOneFileRefused(t *testing.T) {
 	ctx := context.Background()
 	path := "sqlite://" + filepath.Join(t.TempDir(), "s.db")
 	open := func() (*mvcc.Store, error) {
-		d, err := sqlite.New(path)
+		d, err := sqlite.New(path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestSecondStoreThroughSymlinkRefused(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "s.db")
 	open := func(path string) (*mvcc.Store, error) {
-		d, err := sqlite.New("sqlite://" + path)
+		d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

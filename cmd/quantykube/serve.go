@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/pkg/server"
+)
+
+// DefaultRetain keeps a day of history: enough to see what an object
+// looked like before last night's change, or to undo yesterday's delete.
+const DefaultRetain = 24 * time.Hour
+
+// DefaultRetainPrefixes keep heartbeats briefly: a Lease renewed every few
+// seconds would otherwise outweigh the history of every real object.
+var DefaultRetainPrefixes = []string{"/registry/leases/=10m", "/registry/masterleases/=10m"}
+
+// DefaultListenAddress is etcd's client port, on loopback.
+const DefaultListenAddress = "127.0.0.1:2379"
+
+// serveFlags binds `quantykube serve`'s flags to cfg. The deprecated
+// --cache-bytes is resolved by applyDeprecated after parsing.
+type serveFlags struct {
+	fs           *pflag.FlagSet
+	cfg          endpoint.Config
+	retainPrefix []string
+	liveIndex    bool
+	cacheBytes   int64
+	pprofAddr    string
+	debug        bool
+}
+
+func newServeFlags() *serveFlags {
+	f := &serveFlags{fs: pflag.NewFlagSet("serve", pflag.ContinueOnError)}
+	fs, cfg := f.fs, &f.cfg
+	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
+	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, "database: sqlite://path (or a path) or postgres://user:pass@host:port/db?sslmode=...")
+	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "most connections of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL, max(4, 2*GOMAXPROCS) on SQLite); the writer, and on PostgreSQL the listener, take one more each")
+	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every session (0: the server's setting)")
+	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres: CA that verifies the database server (sslrootcert), unless the endpoint URL names one")
+	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres: client certificate for the database (sslcert), unless the endpoint URL names one")
+	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres: client key for the database (sslkey), unless the endpoint URL names one")
+	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate")
+	fs.StringVar(&cfg.ServerTLSConfig.KeyFile, "key-file", "", "serving TLS key")
+	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates; clients must present one, as with etcd")
+	fs.Bool("client-cert-auth", false, "require client certificates (implied by --trusted-ca-file, which it needs)")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes")
+	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd)")
+	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
+	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
+	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
+	fs.BoolVar(&f.liveIndex, "live-index", true, "sqlite: answer reads at the latest revision from an in-memory index of the live keys")
+	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "sqlite: memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")
+	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
+	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
+	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
+	fs.StringVar(&f.pprofAddr, "pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
+	fs.BoolVar(&f.debug, "debug", false, "log at debug level")
+	return f
+}
+
+// parse parses args and checks what the flags cannot check alone.
+func (f *serveFlags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", f.fs.Args())
+	}
+	cfg := &f.cfg
+	if auth, _ := f.fs.GetBool("client-cert-auth"); auth && cfg.ServerTLSConfig.TrustedCAFile == "" {
+		return errors.New("--client-cert-auth needs --trusted-ca-file")
+	}
+	if f.fs.Changed("cache-bytes") {
+		switch {
+		case f.fs.Changed("live-index-bytes") || f.fs.Changed("live-index"):
+			return errors.New("--cache-bytes is the old name of --live-index-bytes: give one of them")
+		case f.cacheBytes < 0:
+			return fmt.Errorf("--cache-bytes %d: want 0 (off) or a size in bytes", f.cacheBytes)
+		case f.cacheBytes == 0:
+			f.liveIndex = false
+		default:
+			cfg.LiveIndexBytes = f.cacheBytes
+		}
+	}
+	if cfg.LiveIndexBytes < 0 {
+		return fmt.Errorf("--live-index-bytes %d: want a size in bytes (0: the default)", cfg.LiveIndexBytes)
+	}
+	cfg.DisableLiveIndex = !f.liveIndex
+	for _, rp := range f.retainPrefix {
+		prefix, dur, ok := strings.Cut(rp, "=")
+		d, err := time.ParseDuration(dur)
+		if !ok || prefix == "" || err != nil {
+			return fmt.Errorf("--retain-prefix %q: want PREFIX=DURATION, e.g. /registry/leases/=10m", rp)
+		}
+		cfg.RetainPrefixes = append(cfg.RetainPrefixes, mvcc.RetentionRule{Prefix: []byte(prefix), Retain: d})
+	}
+	level := slog.LevelInfo
+	if f.debug {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+func serve(args []string) error {
+	f := newServeFlags()
+	if err := f.parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfg := f.cfg
+	if f.pprofAddr != "" {
+		closePprof, err := servePprof(f.pprofAddr, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer closePprof()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := endpoint.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- srv.Wait() }()
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down: finishing in-flight requests")
+		return srv.Close()
+	case err := <-waitErr:
+		srv.Close()
+		return err
+	}
+}
+
+// servePprof serves the profiling handlers on their own mux, never on the
+// metrics or etcd listeners. Profiles expose memory contents and cost CPU,
+// so only a loopback address is accepted.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--pprof-address %q: must be a loopback address", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(l)
+	log.Info("serving pprof", "listen", "http://"+l.Addr().String()+"/debug/pprof/")
+	return func() { hs.Close() }, nil
+}

@@ -1,0 +1,38 @@
+// Package generic holds the connection pool settings the dialects share,
+// under the name and path kine gives them (kine's pkg/drivers/generic), so
+// that a program that embeds kine builds against QuantyKube by changing the
+// module path.
+package generic
+
+import (
+	"database/sql"
+	"time"
+)
+
+// ConnectionPoolConfig sizes a dialect's pool of read connections. The
+// writer always has exactly one connection of its own.
+type ConnectionPoolConfig struct {
+	MaxIdle     int           // zero means as many as MaxOpen; negative means none
+	MaxOpen     int           // zero means the dialect's default
+	MaxLifetime time.Duration // zero means connections are reused forever
+	MaxIdleTime time.Duration // zero means idle connections are kept
+}
+
+// Apply sizes db, with defaultOpen when MaxOpen is zero or negative.
+func (c ConnectionPoolConfig) Apply(db *sql.DB, defaultOpen int) {
+	open := c.MaxOpen
+	if open <= 0 {
+		open = defaultOpen
+	}
+	idle := c.MaxIdle
+	switch {
+	case idle == 0 || idle > open:
+		idle = open
+	case idle < 0:
+		idle = 0
+	}
+	db.SetMaxOpenConns(open)
+	db.SetMaxIdleConns(idle)
+	db.SetConnMaxLifetime(c.MaxLifetime)
+	db.SetConnMaxIdleTime(c.MaxIdleTime)
+}

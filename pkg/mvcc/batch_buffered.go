@@ -1,0 +1,174 @@
+package mvcc
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// The buffered batch serves a database that replicas share across a
+// network (Shared, ADR-007), where every statement is a round trip: a batch
+// is BEGIN, the lock (which also reads the committed state and every
+// current row the batch names), one statement with all of its writes, and
+// COMMIT, whatever its size. Writes are held back until the batch commits,
+// or until something must read the tables they change.
+
+// sharedBatchTimeout bounds one write batch on a shared database, so that a
+// database across the network cannot hang the writer forever.
+const sharedBatchTimeout = 30 * time.Second
+
+// maxPendingBytes bounds what one WriteBatch statement carries: PostgreSQL
+// refuses a message over 1 GiB, and 512 requests of large values come close.
+const maxPendingBytes = 32 << 20
+
+type bufferedBatcher struct {
+	s  *Store
+	sh Shared
+	// notify is this replica's prefix for the notifications its batches
+	// send (tail.go), so that its own tailer can ignore them.
+	notify string
+}
+
+func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
+	sqltx, err := b.s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, BatchStart{}, err
+	}
+	// Other replicas may have committed since our last batch: take the
+	// database-wide write lock and start from what is committed.
+	keys := batchKeys(reqs)
+	start, kvs, err := b.sh.LockBatch(ctx, sqltx, keys)
+	if err != nil {
+		sqltx.Rollback()
+		return nil, BatchStart{}, err
+	}
+	// Read under the lock, so no other writer changes them before this
+	// batch commits.
+	rows := make(staged, len(keys))
+	for _, k := range keys {
+		rows[string(k)] = nil
+	}
+	for _, kv := range kvs {
+		rows[string(kv.Key)] = kv
+	}
+	return &bufferedTx{b: b, ctx: ctx, tx: sqltx, rows: rows, pend: &BatchWrites{}, isDirty: map[string]bool{}}, start, nil
+}
+
+type bufferedTx struct {
+	b    *bufferedBatcher
+	ctx  context.Context
+	tx   *sql.Tx
+	rows staged
+	// The writes held back: log rows in pend, and the keys whose current
+	// row changed (its new state is in rows), in first-change order.
+	pend      *BatchWrites
+	pendBytes int // keys and values held, each counted for the log and for current
+	dirty     []string
+	isDirty   map[string]bool
+	unixMs    int64
+}
+
+// q is the transaction itself: pgx already keeps a prepared statement per
+// query and connection, and preparing per batch would only add round trips.
+func (t *bufferedTx) q() querier { return prepTx{tx: t.tx, p: t.b.s.wstmts} }
+
+func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
+	if kv, ok := t.rows[string(key)]; ok {
+		return kv, nil
+	}
+	// Not named by the batch's compares or puts (a single-key delete, say):
+	// nothing of the batch's own writes can be pending for it.
+	kv, err := getCurrent(t.ctx, t.q(), key)
+	if err == nil {
+		t.rows[string(key)] = kv
+	}
+	return kv, err
+}
+
+func (t *bufferedTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	return scanCurrent(t.ctx, t.q(), t.b.s.q, kr, lease)
+}
+
+func (t *bufferedTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
+	t.unixMs = unixMs
+	t.pend.Log = append(t.pend.Log, LogRow{Rev: kv.ModRevision, Sub: sub, Key: kv.Key, Value: kv.Value,
+		CreateRev: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease})
+	t.rows[string(kv.Key)] = kv
+	t.markDirty(kv.Key)
+	t.pendBytes += 2 * (len(kv.Key) + len(kv.Value))
+	if t.pendBytes > maxPendingBytes {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *bufferedTx) del(key []byte, rev, sub, unixMs int64) error {
+	t.unixMs = unixMs
+	t.pend.Log = append(t.pend.Log, LogRow{Rev: rev, Sub: sub, Key: key, Deleted: true})
+	t.rows[string(key)] = nil
+	t.markDirty(key)
+	return nil
+}
+
+func (t *bufferedTx) markDirty(key []byte) {
+	if !t.isDirty[string(key)] {
+		t.isDirty[string(key)] = true
+		t.dirty = append(t.dirty, string(key))
+	}
+}
+
+func (t *bufferedTx) flush() error {
+	p := t.pend
+	for _, k := range t.dirty {
+		if kv := t.rows[k]; kv != nil {
+			p.Put = append(p.Put, kv)
+		} else {
+			p.Delete = append(p.Delete, []byte(k))
+		}
+	}
+	if p.empty() {
+		return nil
+	}
+	p.UnixMs = t.unixMs
+	err := t.b.sh.WriteBatch(t.ctx, t.tx, p)
+	*p = BatchWrites{Log: p.Log[:0], Put: p.Put[:0], Delete: p.Delete[:0]}
+	t.pendBytes = 0
+	t.dirty = t.dirty[:0]
+	clear(t.isDirty)
+	return err
+}
+
+func (t *bufferedTx) leaseExpired(id int64) (bool, error) {
+	// Another replica may have renewed, revoked or expired it.
+	return t.b.sh.LeaseExpired(t.ctx, t.tx, id)
+}
+
+func (t *bufferedTx) commit(end batchEnd) error {
+	p := t.pend
+	p.SetRev, p.Rev = end.rev != end.start.Rev, end.rev
+	p.SetCompact, p.Compact = end.compact != end.start.Compact, end.compact
+	t.unixMs = end.unixMs
+	switch {
+	case end.leases:
+		p.Notify = t.b.notify + notifyLease
+	case p.SetRev || p.SetCompact:
+		p.Notify = t.b.notify + notifyRev
+	}
+	if err := t.flush(); err != nil {
+		t.tx.Rollback()
+		return err
+	}
+	if err := t.tx.Commit(); err != nil {
+		// The commit may have reached the database: retrying the requests
+		// could apply them twice. The next batch re-reads the state.
+		return &errCommitUnknown{err: err}
+	}
+	return nil
+}
+
+func (t *bufferedTx) rollback() { t.tx.Rollback() }

@@ -1,0 +1,125 @@
+package mvcc
+
+import (
+	"context"
+	"database/sql"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Dialect is what differs between database engines (pkg/drivers/sqlite,
+// pkg/drivers/postgres). The engine writes portable SQL with ?
+// placeholders; Bind rewrites them where needed.
+type Dialect interface {
+	Name() string
+	// Open returns a pool of exactly one connection for the writer and a
+	// pool for readers.
+	Open(ctx context.Context) (writer, reader *sql.DB, err error)
+	// Migrations are the schema versions in order: Migrations()[i] takes
+	// the schema from version i to i+1.
+	Migrations() [][]string
+	// Bind rewrites ? placeholders to the engine's own.
+	Bind(query string) string
+	// LogByRev is the log table as a FROM item read through its (rev, sub)
+	// index, for "keys changed since revision R": a planner that scans the
+	// (key, rev) index instead reads the whole history.
+	LogByRev(alias string) string
+	// Size reports the database's size on disk and the part of it in use.
+	Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error)
+	// Defragment returns free space to the operating system.
+	Defragment(ctx context.Context, db *sql.DB) error
+}
+
+// Shared is implemented by dialects whose database several QuantyKube
+// processes (replicas) may write at once, such as PostgreSQL. The engine
+// then trusts the database, not its memory, between batches (ADR-007):
+//
+//   - every write batch starts with LockBatch, which takes the database-wide
+//     write lock (held until the batch commits) and reads the committed
+//     revision, compact floor and last batch time, so revisions are assigned
+//     in commit order across replicas with no holes;
+//   - a batch's writes are held back and sent with WriteBatch in one
+//     statement, which also wakes the other replicas at commit;
+//   - a tailer goroutine feeds the Hub from the log table in revision order,
+//     woken by Listen and by a slow poll, and follows the compact floor and
+//     the lease table (tail.go);
+//   - lease renewals and expiry go through the database, so they agree
+//     across replicas.
+//
+// A dialect without it (SQLite) has exactly one process writing: the
+// engine keeps the live index and assigns revisions from memory.
+type Shared interface {
+	// LockMigrate serializes schema migration between processes starting at
+	// once; it runs first in the migration transaction.
+	LockMigrate(ctx context.Context, tx *sql.Tx) error
+	// LockBatch runs first in every write transaction. It also returns the
+	// current rows of keys (absent keys are left out): the batch's point
+	// reads, fetched in the statement that reads the committed state, so
+	// that compares cost no round trip each.
+	LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (BatchStart, []*mvccpb.KeyValue, error)
+	// WriteBatch applies w inside the batch's transaction, in as few round
+	// trips as the database allows (once per batch, and before any read of
+	// the batch's own writes).
+	WriteBatch(ctx context.Context, tx *sql.Tx, w *BatchWrites) error
+	// Notify wakes the other replicas (at commit when ex is a transaction);
+	// payload identifies the sender and what changed.
+	Notify(ctx context.Context, ex Execer, payload string) error
+	// Listen calls wake for every notification (and once after every
+	// (re)connection) until ctx ends, reconnecting with backoff.
+	Listen(ctx context.Context, wake func(payload string))
+	// Leases reads every lease with the milliseconds it has left.
+	Leases(ctx context.Context, db *sql.DB) ([]LeaseRow, error)
+	// RenewLease restarts a lease's TTL in the database; ok is false when
+	// the lease does not exist or has already expired.
+	RenewLease(ctx context.Context, db *sql.DB, id int64) (ttl int64, ok bool, err error)
+	// LeaseExpired locks the lease's row inside the writer's transaction and
+	// reports whether it exists and its deadline has passed.
+	LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error)
+}
+
+// BatchStart is the committed state a write batch starts from.
+type BatchStart struct {
+	Rev, Compact, LastUnixMs int64
+}
+
+// BatchWrites is what a write batch on a shared database changes, held
+// back until the batch commits or reads its own writes: one statement
+// instead of a round trip per row.
+type BatchWrites struct {
+	UnixMs int64    // every log row's commit time
+	Log    []LogRow // in (rev, sub) order
+	// Put and Delete are the final state of each current row the writes
+	// changed; a key is in at most one of them.
+	Put    []*mvccpb.KeyValue
+	Delete [][]byte
+	// SetRev writes Rev and LastUnixMs (= UnixMs) to meta; SetCompact
+	// writes Compact.
+	SetRev     bool
+	Rev        int64
+	SetCompact bool
+	Compact    int64
+	// Notify, when not empty, is sent to the other replicas at commit.
+	Notify string
+}
+
+func (w *BatchWrites) empty() bool {
+	return len(w.Log) == 0 && len(w.Put) == 0 && len(w.Delete) == 0 && !w.SetRev && !w.SetCompact && w.Notify == ""
+}
+
+// LogRow is one row of the log table (Value nil on a delete).
+type LogRow struct {
+	Rev, Sub                  int64
+	Key, Value                []byte
+	CreateRev, Version, Lease int64
+	Deleted                   bool
+}
+
+// LeaseRow is one persisted lease.
+type LeaseRow struct {
+	ID, TTL, RemainingMs int64
+}
+
+// Execer is a pool or a transaction.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}

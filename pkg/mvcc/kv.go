@@ -1,0 +1,150 @@
+// Package mvcc is QuantyKube's storage engine: etcd's multi-version
+// key-value semantics over SQL tables (log: every change; current: the
+// live keys), with a thin Dialect per database in pkg/drivers. It speaks
+// etcd's request and response types but knows nothing of gRPC: pkg/server
+// serves it as the etcd v3 API, pkg/history as quantykube.History.
+//
+// The interfaces below are the contract the servers depend on; *Store
+// implements all of them. Files are one concern each: the writer and its
+// batch transactions (writer.go, batch.go, batch_direct.go,
+// batch_buffered.go), Txn evaluation (txn.go), publishing committed
+// batches (publish.go, tail.go), reads (range.go, index.go), watch events
+// (hub.go), leases (lease.go), history and retention (history.go,
+// retention.go), the schema (schema.go).
+package mvcc
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// ReadView reads the store at one revision.
+//
+// Revisions: the store starts empty at revision 1. Every request that
+// changes something (however many keys) takes exactly the next revision;
+// a request that changes nothing (a failed compare, a delete of absent
+// keys, a read) takes none. Every answer carries the revision of the
+// state it was read from or left behind.
+type ReadView interface {
+	// Rev is the newest committed revision.
+	Rev() int64
+
+	// Range reads the keys of r at r.Revision (0: the latest), with
+	// etcd's conventions: an empty RangeEnd is the single key Key, "\x00"
+	// every key >= Key, anything else [Key, RangeEnd); an empty Key is
+	// ErrEmptyKey. Count is the number of keys in the range at that
+	// revision whatever the limit and filters, and More reports keys left
+	// out by Limit. A revision below Floor is ErrCompacted, above Rev
+	// ErrFutureRev. The answer is the caller's, but the bytes of keys and
+	// values may be shared with the store and must not be written.
+	Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error)
+}
+
+// KV is etcd's key-value store: reads, and writes that each take one
+// revision.
+type KV interface {
+	ReadView
+
+	// Txn evaluates r's compares against the state before it, then
+	// applies Success if all hold and Failure otherwise; Put and
+	// DeleteRange arrive as one-op Txns. A failed compare is not an error:
+	// the answer has Succeeded false and the Failure branch's results.
+	// Nested Txns pick their branches against the same state. The
+	// revision moves by one if anything changed. An error is either a
+	// refusal etcd would give (errors.go: Refused reports it; nothing was
+	// written) or a failure of the store (ErrClosed, a database error)
+	// whose write may or may not have been applied, as with etcd.
+	Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
+
+	// Compact sets the floor below which reads answer ErrCompacted, and
+	// returns the revision. It removes nothing: history stays until
+	// retention prunes it. Compacting at or below the floor is
+	// ErrCompacted, above Rev ErrFutureRev.
+	Compact(ctx context.Context, rev int64) (int64, error)
+
+	// Floor is the etcd API's floor: the higher of Compact's floor and the
+	// retention floor (retention.go).
+	Floor() int64
+}
+
+// WatchableKV is a KV whose committed changes can be followed.
+type WatchableKV interface {
+	KV
+
+	// Published is the newest revision whose events Events can return,
+	// and a channel closed when a newer one is published (or the store
+	// closes, when closed is true). It never runs ahead of Rev.
+	Published() (rev int64, newer <-chan struct{}, closed bool)
+
+	// Events returns the committed events with from <= revision <= to on
+	// keys in kr, in (revision, change) order, each with its prev_kv
+	// (nil on a create). When the history from `from` on has been pruned
+	// it returns a *BelowFloorError, whose Floor is where a watcher may
+	// resume.
+	Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error)
+
+	// RetainFloor is the highest retention floor: a watcher below it may
+	// have missed pruned events.
+	RetainFloor() int64
+}
+
+// Lessor keeps etcd's leases: TTLs, and keys that go when one expires.
+type Lessor interface {
+	// Grant creates a lease; ID 0 lets the store choose one. The TTL is
+	// raised to MinLeaseTTL; over MaxLeaseTTL is ErrLeaseTTLTooBig, an ID in
+	// use ErrLeaseExists. It takes no revision.
+	Grant(ctx context.Context, g LeaseGrant) (Lease, error)
+	// Revoke deletes the lease and, in one revision, every key attached to
+	// it (none: no revision). An unknown lease is ErrLeaseNotFound.
+	Revoke(ctx context.Context, id int64) (rev int64, err error)
+	// Renew restarts the lease's TTL and returns it; an unknown or
+	// expired lease is ErrLeaseNotFound.
+	Renew(ctx context.Context, id int64) (ttl int64, err error)
+	// TimeToLive reports a lease, with its keys when keys is set.
+	TimeToLive(ctx context.Context, id int64, keys bool) (*LeaseInfo, error)
+	// Leases lists every live lease ID in order.
+	Leases() []int64
+}
+
+// Maintenance is the store's identity and housekeeping.
+type Maintenance interface {
+	// MemberID and ClusterID are random, fixed when the database was created.
+	MemberID() uint64
+	ClusterID() uint64
+	// DBSize is the database's size and the part of it in use.
+	DBSize(ctx context.Context) (total, inUse int64, err error)
+	// Defragment returns free space to the operating system.
+	Defragment(ctx context.Context) error
+}
+
+// Backend is everything the etcd v3 API serves.
+type Backend interface {
+	WatchableKV
+	Lessor
+	Maintenance
+}
+
+// History reads what the store retains (quantykube.History). Times are
+// Unix milliseconds of commits; a revision or time outside what is
+// retained is an *OutOfRangeError.
+type History interface {
+	// KeyAt is key as it was at rev; nil if it did not exist then.
+	KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error)
+	// KeyAtTime is the revision committed at or before unixMs (1 before
+	// the first write) and key as it was then.
+	KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64, *mvccpb.KeyValue, error)
+	// RevisionAt is the revision committed at or before unixMs.
+	RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64, error)
+	// FirstRevisionFrom is the oldest revision committed at or after
+	// unixMs; ok is false when nothing has been committed since.
+	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error)
+	// Log is one page of the retained changes in a range, oldest first.
+	Log(ctx context.Context, q LogQuery) (*LogPage, error)
+}
+
+var (
+	_ Backend = (*Store)(nil)
+	_ History = (*Store)(nil)
+)

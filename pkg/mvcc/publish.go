@@ -1,0 +1,48 @@
+package mvcc
+
+// publisher makes a committed batch visible to reads, watchers and the
+// lease table. The writer calls it after every commit and before any
+// request of the batch is answered, so that a read or watch that starts
+// after an answer sees the batch. In a single process (localPublisher)
+// that is the live index, the revision and floor, the leases and the Hub;
+// on a shared database the tailer does it (tail.go), because other
+// replicas' batches arrive there too.
+type publisher interface {
+	published(c *committed)
+}
+
+// committed is what a batch changed; startRev == rev when it took no
+// revision (a failed compare, a Compact, a lease grant).
+type committed struct {
+	startRev, rev, compact int64
+	events                 []*Event
+	granted                map[int64]int64 // lease id -> ttl
+	revoked                map[int64]bool
+}
+
+// applyLeases folds the batch's grants and revocations into the lease table.
+func (c *committed) applyLeases(l *lessor) {
+	for id, ttl := range c.granted {
+		l.add(id, ttl)
+	}
+	for id := range c.revoked {
+		l.remove(id)
+	}
+}
+
+type localPublisher struct{ s *Store }
+
+func (p localPublisher) published(c *committed) {
+	s := p.s
+	if c.rev != c.startRev {
+		// Before the revision moves: a read at the new revision finds it.
+		s.indexBatch(c.rev, c.events)
+	}
+	s.compact.Store(c.compact)
+	s.committed.Store(c.rev)
+	c.applyLeases(s.leases)
+	if c.rev != c.startRev {
+		// The events are the batch's own: the Hub keeps them.
+		s.hub.publish(c.rev, c.events)
+	}
+}

@@ -1,0 +1,122 @@
+package mvcc
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+func randomID() int64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
+}
+
+// migrate brings the schema to the newest version this binary knows, in
+// one transaction (under sh's lock, when replicas may start at once).
+func (s *Store) migrate(ctx context.Context, sh Shared) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if sh != nil {
+		if err := sh.LockMigrate(ctx, tx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (name VARCHAR(64) NOT NULL PRIMARY KEY, value BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int64
+	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT value FROM meta WHERE name = 'schema'`)).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		have = 0
+	} else if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	steps := s.d.Migrations()
+	if have > int64(len(steps)) {
+		return fmt.Errorf("database schema version %d is newer than this quantykube understands (%d): refusing to start", have, len(steps))
+	}
+	if have == int64(len(steps)) {
+		return nil
+	}
+	for v := have; v < int64(len(steps)); v++ {
+		for _, stmt := range steps[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
+			}
+		}
+		s.log.Info("migrated schema", "dialect", s.d.Name(), "version", v+1)
+	}
+	if have == 0 {
+		// An empty store is at revision 1, as etcd's is.
+		for name, value := range map[string]int64{"rev": 1, "compact": 0, "member_id": randomID(), "cluster_id": randomID(), "last_unix_ms": 0} {
+			if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, value); err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`), int64(len(steps))); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`), int64(len(steps))); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return tx.Commit()
+}
+
+type persisted struct {
+	rev, compact, member, cluster, lastUnixMs int64
+	leases                                    map[int64]int64
+}
+
+func (s *Store) loadState(ctx context.Context) (persisted, error) {
+	st := persisted{leases: map[int64]int64{}}
+	rows, err := s.wdb.QueryContext(ctx, `SELECT name, value FROM meta`)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			rows.Close()
+			return st, err
+		}
+		switch name {
+		case "rev":
+			st.rev = v
+		case "compact":
+			st.compact = v
+		case "member_id":
+			st.member = v
+		case "cluster_id":
+			st.cluster = v
+		case "last_unix_ms":
+			st.lastUnixMs = v
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	rows, err = s.wdb.QueryContext(ctx, `SELECT id, ttl FROM leases`)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, ttl int64
+		if err := rows.Scan(&id, &ttl); err != nil {
+			return st, err
+		}
+		st.leases[id] = ttl
+	}
+	return st, rows.Err()
+}
