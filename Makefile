@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance conformance-sqlite conformance-postgres e2e proto proto-check ci bench
+.PHONY: build run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -27,14 +27,19 @@ lint:
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
-# cluster unless QUANTY_TEST_POSTGRES_DSN names a server).
-conformance: conformance-sqlite conformance-postgres
+# cluster unless QUANTY_TEST_POSTGRES_DSN names a server); and QuantyKube
+# embedded through pkg/endpoint as k3s embeds kine, serving kube-apiserver's
+# storage layer (test/conformance/k3sembed).
+conformance: conformance-sqlite conformance-postgres conformance-embed
 
 conformance-sqlite:
 	QUANTYKUBE_CONFORMANCE_BACKEND=quantykube bash scripts/conformance.sh
 
 conformance-postgres:
 	QUANTYKUBE_CONFORMANCE_BACKEND=postgres bash scripts/conformance.sh
+
+conformance-embed:
+	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/
 
 # kube-apiserver v1.37.2 on QuantyKube, driven by kubectl.
 e2e:

@@ -33,7 +33,7 @@ var DefaultRetainPrefixes = []string{"/registry/leases/=10m", "/registry/masterl
 const DefaultListenAddress = "127.0.0.1:2379"
 
 // serveFlags binds `quantykube serve`'s flags to cfg. The deprecated
-// --cache-bytes is resolved by applyDeprecated after parsing.
+// --cache-bytes is resolved by parse.
 type serveFlags struct {
 	fs           *pflag.FlagSet
 	cfg          endpoint.Config

@@ -28,7 +28,7 @@ func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
 		return f, nil
 	}
 	// Nothing pruned yet: the log still starts with its first commit, whose
-	// time never changes. Every History Get asked for it twice.
+	// time never changes: read it once.
 	if ms := s.logStartMs.Load(); ms != 0 {
 		return Floor{Rev: 1, UnixMs: ms}, nil
 	}
@@ -143,6 +143,12 @@ func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyVa
 	if err := s.checkRev(ctx, key, rev); err != nil {
 		return nil, err
 	}
+	return s.keyAsOf(ctx, key, rev)
+}
+
+// keyAsOf is key's newest log row at or before rev (nil: none, or a
+// delete), whatever the floors say.
+func (s *Store) keyAsOf(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	kv := &mvccpb.KeyValue{Key: key}
 	var deleted int64
 	err := s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`, key, rev).

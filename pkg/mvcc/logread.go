@@ -3,7 +3,6 @@ package mvcc
 import (
 	"context"
 	"database/sql"
-	"errors"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -77,9 +76,8 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 }
 
 // keyEvents is logEvents for one key, whose log is a chain: each change's
-// prev_kv is the change before it, so only the first one's is looked up.
-// Joining every row to its predecessor read each value twice and cost a
-// subquery per row; a Log of a key with 1,000 revisions took 23 ms at p99.
+// prev_kv is the change before it, so only the first one's is looked up,
+// instead of a subquery per row that reads every value twice.
 func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
 	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
 		FROM log AS l WHERE ` + where + ` ORDER BY l.rev, l.sub LIMIT ?`
@@ -91,19 +89,8 @@ func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []
 	if err != nil || len(evs) == 0 {
 		return evs, subs, err
 	}
-	first := &mvccpb.KeyValue{Key: key}
-	var deleted int64
-	err = s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev < ? ORDER BY rev DESC LIMIT 1`, key, evs[0].Rev()).
-		Scan(&first.ModRevision, &first.Value, &first.CreateRevision, &first.Version, &first.Lease, &deleted)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
+	if evs[0].PrevKv, err = s.keyAsOf(ctx, key, evs[0].Rev()-1); err != nil {
 		return nil, nil, err
-	case deleted == 0:
-		if first.Value == nil {
-			first.Value = []byte{}
-		}
-		evs[0].PrevKv = first
 	}
 	for i := 1; i < len(evs); i++ {
 		if p := evs[i-1]; p.Type == mvccpb.PUT {

@@ -20,7 +20,7 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// queries holds the SQL the core needs, bound for one dialect.
+// queries renders the SQL the engine builds per request for one dialect.
 type queries struct {
 	d Dialect
 }
@@ -293,7 +293,8 @@ func cmp64(a, b int64) int {
 	return 0
 }
 
-// pastKeys is the subquery of keys in kr that changed after revision at:
+// pastSQL is the subquery of the rows of keys in kr that changed after
+// revision at, as they were at it (absent if deleted then):
 // only those need resolving from the log; every other key's current row is
 // already its state at that revision. It scans the log from at onwards, which
 // for the revisions the apiserver pins (seconds old) is a handful of rows.

@@ -29,7 +29,7 @@ func (c *prepared) lookup(q string) *sql.Stmt {
 	return c.m[q]
 }
 
-// warm prepares the queries not yet cached. Call it holding no connection
+// warm prepares the queries not yet prepared. Call it holding no connection
 // of the pool.
 func (c *prepared) warm(ctx context.Context, qs ...string) error {
 	for _, q := range qs {
@@ -52,8 +52,8 @@ func (c *prepared) warm(ctx context.Context, qs ...string) error {
 }
 
 // readRow runs a one-row query on the reader pool through a prepared
-// statement: History's Get and the floors it checks are four such queries,
-// and parsing each anew was most of a Get's time.
+// statement: History's reads are such queries, and parsing each anew was
+// most of their time.
 func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
 	if err := s.rstmts.warm(ctx, q); err == nil {
 		if st := s.rstmts.lookup(q); st != nil { // nil once the store closes
