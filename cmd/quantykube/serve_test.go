@@ -1,0 +1,79 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// Flags as operators write them, and what each becomes in the server's
+// configuration; the old --cache-bytes keeps its meaning.
+func TestServeFlags(t *testing.T) {
+	cases := []struct {
+		name      string
+		args      []string
+		disabled  bool
+		indexSize int64
+		check     func(t *testing.T, f *serveFlags)
+	}{
+		{name: "defaults", indexSize: mvcc.DefaultLiveIndexBytes, check: func(t *testing.T, f *serveFlags) {
+			if f.cfg.Listener != DefaultListenAddress || f.cfg.Retain != DefaultRetain || len(f.cfg.RetainPrefixes) != 2 {
+				t.Errorf("defaults: listener %q retain %v prefixes %v", f.cfg.Listener, f.cfg.Retain, f.cfg.RetainPrefixes)
+			}
+		}},
+		{name: "live index size", args: []string{"--live-index-bytes", "1048576"}, indexSize: 1 << 20},
+		{name: "live index off", args: []string{"--live-index=false"}, disabled: true, indexSize: mvcc.DefaultLiveIndexBytes},
+		{name: "old name, a size", args: []string{"--cache-bytes", "4096"}, indexSize: 4096},
+		{name: "old name, 0 is off", args: []string{"--cache-bytes", "0"}, disabled: true, indexSize: mvcc.DefaultLiveIndexBytes},
+		{name: "retain prefixes replace the defaults", args: []string{"--retain-prefix", "/a/=2m", "--retain-prefix", "/b/=0s"}, indexSize: mvcc.DefaultLiveIndexBytes,
+			check: func(t *testing.T, f *serveFlags) {
+				got := f.cfg.RetainPrefixes
+				if len(got) != 2 || string(got[0].Prefix) != "/a/" || got[0].Retain != 2*time.Minute || string(got[1].Prefix) != "/b/" || got[1].Retain != 0 {
+					t.Errorf("prefixes %+v", got)
+				}
+			}},
+		{name: "pool and TLS", args: []string{"--datastore-max-open-connections", "3", "--cert-file", "c", "--key-file", "k", "--trusted-ca-file", "ca", "--client-cert-auth", "--datastore-cafile", "dbca"}, indexSize: mvcc.DefaultLiveIndexBytes,
+			check: func(t *testing.T, f *serveFlags) {
+				c := f.cfg
+				if c.ConnectionPoolConfig.MaxOpen != 3 || c.ServerTLSConfig.CertFile != "c" || c.ServerTLSConfig.KeyFile != "k" || c.ServerTLSConfig.TrustedCAFile != "ca" || c.BackendTLSConfig.CAFile != "dbca" {
+					t.Errorf("config %+v", c)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newServeFlags()
+			if err := f.parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			if f.cfg.DisableLiveIndex != c.disabled || f.cfg.LiveIndexBytes != c.indexSize {
+				t.Errorf("live index disabled %v size %d, want %v %d", f.cfg.DisableLiveIndex, f.cfg.LiveIndexBytes, c.disabled, c.indexSize)
+			}
+			if c.check != nil {
+				c.check(t, f)
+			}
+		})
+	}
+}
+
+// Every flag combination that cannot mean anything is refused with a
+// message naming the flag.
+func TestServeFlagErrors(t *testing.T) {
+	cases := map[string][]string{
+		"--client-cert-auth needs --trusted-ca-file": {"--client-cert-auth"},
+		"old name of --live-index-bytes":             {"--cache-bytes", "10", "--live-index-bytes", "20"},
+		"--cache-bytes -1":                           {"--cache-bytes", "-1"},
+		"--live-index-bytes -5":                      {"--live-index-bytes", "-5"},
+		`--retain-prefix "/a/"`:                      {"--retain-prefix", "/a/"},
+		`--retain-prefix "=1m"`:                      {"--retain-prefix", "=1m"},
+		"takes no arguments":                         {"extra"},
+	}
+	for want, args := range cases {
+		err := newServeFlags().parse(args)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("serve %v: error %v, want one containing %q", args, err, want)
+		}
+	}
+}
