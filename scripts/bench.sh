@@ -4,7 +4,8 @@
 # runs the harness.
 # Extra arguments go to the harness (go run ./test/bench -help);
 # --peers-only builds the peers and stops. QK_REF=<commit> benchmarks that
-# commit instead of the working tree.
+# commit instead of the working tree; QK_BASE=<commit> measures that commit
+# too, in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,22 +23,37 @@ if [ "${1:-}" = "--peers-only" ]; then
 	exit 0
 fi
 
+# src REF: a folder holding commit REF alone (uncommitted work left out).
+src() {
+	local sha dir
+	sha=$(git rev-parse --short "$1")
+	dir=$CACHE/src-$sha
+	if [ ! -d "$dir" ]; then
+		mkdir -p "$dir.tmp"
+		git archive "$sha" | tar -x -C "$dir.tmp"
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir"
+}
+
 # QuantyKube and the harness: from the working tree, or with QK_REF=<commit>
-# from that commit alone (uncommitted work elsewhere in the tree left out).
+# from that commit. QK_BASE=<commit> also measures that commit's QuantyKube
+# in the same run, as quantykube@base: before and after, side by side.
 SRC=$ROOT
 if [ -n "${QK_REF:-}" ]; then
-	sha=$(git rev-parse --short "$QK_REF")
-	SRC=$CACHE/src-$sha
-	if [ ! -d "$SRC" ]; then
-		mkdir -p "$SRC.tmp"
-		git archive "$sha" | tar -x -C "$SRC.tmp"
-		mv "$SRC.tmp" "$SRC"
-	fi
-	echo "bench: QuantyKube from commit $sha" >&2
+	SRC=$(src "$QK_REF")
+	echo "bench: QuantyKube from commit $QK_REF" >&2
 fi
 (cd "$SRC" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && "$GO" build -o "$BIN/bench" ./test/bench)
+base=()
+if [ -n "${QK_BASE:-}" ]; then
+	(cd "$(src "$QK_BASE")" && "$GO" build -o "$BIN/quantykube-base" ./cmd/quantykube)
+	base=(-quantykube-base "$BIN/quantykube-base")
+	echo "bench: quantykube@base from commit $QK_BASE" >&2
+fi
 exec "$BIN/bench" \
 	-quantykube "$BIN/quantykube" \
+	"${base[@]}" \
 	-kine "$KINE_BIN" \
 	-etcd "$ETCD_BIN" \
 	"$@"

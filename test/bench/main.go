@@ -54,6 +54,7 @@ func parseInts(s string) ([]int, error) {
 
 func run() error {
 	qkBin := flag.String("quantykube", "", "quantykube binary (empty: skip QuantyKube)")
+	qkBase := flag.String("quantykube-base", "", "a second quantykube binary, measured in the same run as \"quantykube@base\" (an older commit, to compare before and after)")
 	kineBin := flag.String("kine", "", "kine binary (empty: skip kine)")
 	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
 	only := flag.String("targets", "", "comma-separated target names to run (default: all available)")
@@ -75,7 +76,7 @@ func run() error {
 	flag.Parse()
 
 	// The servers run in their data directories: make the paths absolute.
-	for _, b := range []*string{qkBin, kineBin, etcdBin} {
+	for _, b := range []*string{qkBin, qkBase, kineBin, etcdBin} {
 		if *b != "" {
 			abs, err := filepath.Abs(*b)
 			if err != nil {
@@ -113,7 +114,7 @@ func run() error {
 	}
 
 	var pg *pgCluster
-	wantPG := *pgBin != "" && (*qkBin != "" || *kineBin != "")
+	wantPG := *pgBin != "" && (*qkBin != "" || *qkBase != "" || *kineBin != "")
 	if wantPG {
 		if _, err := os.Stat(filepath.Join(*pgBin, "initdb")); err != nil {
 			logf("no Postgres at %s: Postgres targets skipped", *pgBin)
@@ -138,7 +139,10 @@ func run() error {
 
 	var targets []target
 	if *qkBin != "" {
-		targets = append(targets, quantykubeTarget(*qkBin, nil))
+		targets = append(targets, quantykubeTarget("quantykube", *qkBin, nil))
+	}
+	if *qkBase != "" {
+		targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, nil))
 	}
 	if *kineBin != "" {
 		targets = append(targets, kineTarget(*kineBin, nil))
@@ -148,7 +152,10 @@ func run() error {
 	}
 	if pg != nil {
 		if *qkBin != "" {
-			targets = append(targets, quantykubeTarget(*qkBin, pg))
+			targets = append(targets, quantykubeTarget("quantykube", *qkBin, pg))
+		}
+		if *qkBase != "" {
+			targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, pg))
 		}
 		if *kineBin != "" {
 			targets = append(targets, kineTarget(*kineBin, pg))

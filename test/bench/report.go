@@ -212,10 +212,11 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 		}
 	}
 
-	// Ratios: every QuantyKube target against every peer in this run.
+	// Ratios: every QuantyKube target against every peer in this run; an
+	// older build (quantykube@base) is one more peer.
 	var qks, peers []*targetResult
 	for _, tr := range results {
-		if strings.HasPrefix(tr.t.name, "quantykube") {
+		if strings.HasPrefix(tr.t.name, "quantykube") && !strings.HasPrefix(tr.t.name, "quantykube@base") {
 			qks = append(qks, tr)
 		} else {
 			peers = append(peers, tr)

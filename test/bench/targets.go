@@ -66,10 +66,12 @@ func command(ctx context.Context, dir string, bin string, args ...string) (*exec
 	return cmd, nil
 }
 
-func quantykubeTarget(bin string, pg *pgCluster) target {
-	t := target{name: "quantykube/sqlite", engine: "sqlite"}
+// quantykubeTarget is QuantyKube served by bin; name tells two builds apart
+// in one table (QK_BASE in scripts/bench.sh).
+func quantykubeTarget(name, bin string, pg *pgCluster) target {
+	t := target{name: name + "/sqlite", engine: "sqlite"}
 	if pg != nil {
-		t.name, t.engine = "quantykube/postgres", "postgres"
+		t.name, t.engine = name+"/postgres", "postgres"
 	}
 	t.start = func(ctx context.Context, dir, db string, port int) (*exec.Cmd, error) {
 		ep := "sqlite://" + filepath.Join(dir, "state.db")
@@ -82,7 +84,7 @@ func quantykubeTarget(bin string, pg *pgCluster) target {
 }
 
 // profiledTarget is QuantyKube served by this harness binary (same
-// pkg/server code as cmd/quantykube) so that a CPU profile can be written
+// pkg/endpoint code as cmd/quantykube) so that a CPU profile can be written
 // per phase; see profiled.go.
 func profiledTarget(self string, control int, profileDir string, pg *pgCluster, withTrace bool) target {
 	t := target{name: "quantykube/sqlite (profiled)", engine: "sqlite", profiled: true, control: fmt.Sprintf("127.0.0.1:%d", control)}
