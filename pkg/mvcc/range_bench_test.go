@@ -15,8 +15,8 @@ import (
 )
 
 // The store-level read paths, without gRPC, for pprof (go test -bench
-// Range -cpuprofile; QUANTY_BENCH_NO_CACHE=1 for the SQL path instead of
-// the current-state cache). Side-by-side figures against etcd and kine are
+// Range -cpuprofile; QUANTY_BENCH_NO_INDEX=1 for the SQL path instead of
+// the live index). Side-by-side figures against etcd and kine are
 // make bench's job; these only show where a read's CPU goes.
 
 func benchStore(b *testing.B, keys int) *mvcc.Store {
@@ -26,7 +26,7 @@ func benchStore(b *testing.B, keys int) *mvcc.Store {
 		b.Fatal(err)
 	}
 	var opts mvcc.Options
-	if os.Getenv("QUANTY_BENCH_NO_CACHE") != "" {
+	if os.Getenv("QUANTY_BENCH_NO_INDEX") != "" {
 		opts.DisableLiveIndex = true // the SQL read path
 	}
 	s, err := mvcc.Open(context.Background(), d, opts)
