@@ -72,6 +72,25 @@ func TestCheckTxn(t *testing.T) {
 		{name: "129 compares", r: &pb.TxnRequest{Compare: compares(129)}, want: ErrTooManyOps},
 		{name: "128 in each list", r: &pb.TxnRequest{Compare: compares(128), Success: puts("k", 128), Failure: puts("k", 128)}},
 
+		// A nested Txn may have only what its parent's longest list leaves.
+		{name: "127 puts and a nested Txn", r: &pb.TxnRequest{Success: append(puts("k", 127), opTxn([]*pb.RequestOp{opPut("n")}, nil))}, want: ErrTooManyOps},
+		{name: "nested Txn within what is left", r: &pb.TxnRequest{Success: []*pb.RequestOp{opPut("k"), opTxn(puts("n", 126), nil)}}},
+		{name: "nested Txn over what is left", r: &pb.TxnRequest{Success: []*pb.RequestOp{opPut("k"), opTxn(puts("n", 127), nil)}}, want: ErrTooManyOps},
+		{name: "nested else over what is left", r: &pb.TxnRequest{Success: []*pb.RequestOp{opPut("k"), opTxn(nil, puts("n", 127))}}, want: ErrTooManyOps},
+		{name: "compares count for nesting", r: &pb.TxnRequest{Compare: compares(100), Success: []*pb.RequestOp{opTxn(puts("n", 28), nil)}}},
+		{name: "compares count for nesting, over", r: &pb.TxnRequest{Compare: compares(100), Success: []*pb.RequestOp{opTxn(puts("n", 29), nil)}}, want: ErrTooManyOps},
+		{name: "two levels down within", r: &pb.TxnRequest{Success: append(puts("k", 63), opTxn([]*pb.RequestOp{opTxn(puts("n", 63), nil)}, nil))}},
+		{name: "two levels down over", r: &pb.TxnRequest{Success: append(puts("k", 63), opTxn([]*pb.RequestOp{opTxn(puts("n", 64), nil)}, nil))}, want: ErrTooManyOps},
+
+		// An operation with no request.
+		{name: "empty op", r: &pb.TxnRequest{Success: []*pb.RequestOp{{}}}, want: ErrKeyNotFound},
+		{name: "empty op in else", r: &pb.TxnRequest{Failure: []*pb.RequestOp{opPut("a"), {}}}, want: ErrKeyNotFound},
+		{name: "empty op nested", r: &pb.TxnRequest{Success: []*pb.RequestOp{opTxn([]*pb.RequestOp{{}}, nil)}}, want: ErrKeyNotFound},
+
+		// Every operation is checked before any branch's intervals.
+		{name: "duplicate in then, empty key in else", r: &pb.TxnRequest{Success: []*pb.RequestOp{opPut("a"), opPut("a")}, Failure: []*pb.RequestOp{opGet(&pb.RangeRequest{})}}, want: ErrEmptyKey},
+		{name: "duplicate in then, bad put in else", r: &pb.TxnRequest{Success: []*pb.RequestOp{opPut("a"), opPut("a")}, Failure: []*pb.RequestOp{opPut("")}}, want: ErrEmptyKey},
+
 		// Empty keys, wherever they are.
 		{name: "compare without key", r: &pb.TxnRequest{Compare: []*pb.Compare{{Target: pb.Compare_VERSION}}}, want: ErrEmptyKey},
 		{name: "range without key", r: &pb.TxnRequest{Success: []*pb.RequestOp{opGet(&pb.RangeRequest{RangeEnd: []byte("z")})}}, want: ErrEmptyKey},
