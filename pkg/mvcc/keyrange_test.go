@@ -112,7 +112,12 @@ func TestKeyRangeOverlaps(t *testing.T) {
 		{span("a", "c"), fromKey("b"), true},
 		{span("c", "d"), fromKey("a"), true},
 		{fromKey("a"), fromKey("z"), true},
-		{single("a"), span("b", "a"), false}, // an empty range shares no key
+		// An empty range shares no key, whatever its bounds.
+		{single("a"), span("b", "a"), false},
+		{span("b", "a"), fromKey("0"), false},
+		{span("b", "a"), span("0", "z"), false},
+		{span("b", "b"), fromKey("a"), false},
+		{span("b", "b"), span("b", "b"), false},
 	} {
 		if got := tc.a.Overlaps(tc.b); got != tc.want {
 			t.Errorf("%s.Overlaps(%s) = %v, want %v", fmtRange(tc.a), fmtRange(tc.b), got, tc.want)
