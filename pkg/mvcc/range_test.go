@@ -30,6 +30,11 @@ func TestRangePlan(t *testing.T) {
 		{name: "key descending", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_KEY, SortOrder: pb.RangeRequest_DESCEND, Limit: 5}, want: plan{order: pb.RangeRequest_DESCEND}},
 		// etcd sorts ascending when a target other than the key has no order.
 		{name: "mod without order", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD}, want: plan{order: pb.RangeRequest_ASCEND}},
+		// ...but with a limit, as etcd does, only the first limit+1 keys.
+		{name: "mod without order limited", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, Limit: 5}, want: plan{order: pb.RangeRequest_ASCEND, limit: 6}},
+		{name: "value without order limited", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_VALUE, Limit: 1, KeysOnly: true}, want: plan{order: pb.RangeRequest_ASCEND, limit: 2, sortByValue: true}},
+		{name: "mod without order filtered", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, Limit: 5, MaxModRevision: 9}, want: plan{order: pb.RangeRequest_ASCEND, filtered: true}},
+		{name: "mod ascending limited", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_ASCEND, Limit: 5}, want: plan{order: pb.RangeRequest_ASCEND}},
 		{name: "version descending", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_VERSION, SortOrder: pb.RangeRequest_DESCEND, Limit: 5}, want: plan{order: pb.RangeRequest_DESCEND}},
 		{name: "create ascending keys_only", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_CREATE, SortOrder: pb.RangeRequest_ASCEND, KeysOnly: true}, want: plan{order: pb.RangeRequest_ASCEND, keysOnly: true}},
 		// Sorting by value needs the values keys_only leaves out.
@@ -87,6 +92,10 @@ func TestFinishRange(t *testing.T) {
 		// SQL's LIMIT already cut the rows: the count tells there are more.
 		{name: "limited read", r: &pb.RangeRequest{Limit: 2}, kvs: rows()[:2], count: 5, want: "a b", more: true},
 		{name: "mod ascending", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_ASCEND}, kvs: rows(), count: 5, want: "c e b d a"},
+		// A target without an order: the first limit+1 keys read, sorted.
+		{name: "mod without order limited", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, Limit: 2}, kvs: rows()[:3], count: 5, want: "c b", more: true},
+		{name: "mod without order, limit+1 is all", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, Limit: 4}, kvs: rows(), count: 5, want: "c e b d", more: true},
+		{name: "mod without order, limit above count", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, Limit: 5}, kvs: rows(), count: 5, want: "c e b d a"},
 		{name: "mod descending limited", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_DESCEND, Limit: 2}, kvs: rows(), count: 5, want: "a d", more: true},
 		{name: "create descending", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_CREATE, SortOrder: pb.RangeRequest_DESCEND}, kvs: rows(), count: 5, want: "e d c b a"},
 		{name: "key descending", r: &pb.RangeRequest{SortTarget: pb.RangeRequest_KEY, SortOrder: pb.RangeRequest_DESCEND, Limit: 3}, kvs: rows(), count: 5, want: "e d c", more: true},
