@@ -269,8 +269,21 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 }
 
 func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) error {
+	out := w.toSend(evs, st.s.store.Floor())
+	for len(out) > 0 {
+		n, rev := nextResponse(out, upto, maxEventsPerResp)
+		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Events: out[:n]}); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// toSend is what w is sent of evs: the events its filters let through,
+// each with its prev_kv when w asked for one and the floor allows it.
+func (w *watcher) toSend(evs []*mvcc.Event, floor int64) []*mvccpb.Event {
 	out := make([]*mvccpb.Event, 0, len(evs))
-	floor := st.s.store.Floor()
 	for _, e := range evs {
 		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
 			continue
@@ -284,32 +297,48 @@ func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) err
 		}
 		out = append(out, me)
 	}
-	for len(out) > 0 {
-		n := min(len(out), maxEventsPerResp)
-		// Never split one revision across responses: clients treat a
-		// response as a unit of progress.
-		for n < len(out) && out[n].Kv.ModRevision == out[n-1].Kv.ModRevision {
-			n++
-		}
-		hdr := upto
-		if n < len(out) {
-			hdr = out[n-1].Kv.ModRevision
-		}
-		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(hdr), WatchId: w.id, Events: out[:n]}); err != nil {
-			return err
-		}
-		out = out[n:]
+	return out
+}
+
+// nextResponse is how many of evs (in revision order, none after upto) the
+// next response carries, and the revision its header reports: upto for the
+// last response of a step, else its last event's revision, which is all
+// the watcher has been sent.
+func nextResponse(evs []*mvccpb.Event, upto int64, maxEvents int) (n int, rev int64) {
+	n = min(len(evs), maxEvents)
+	// Never split one revision across responses: clients treat a
+	// response as a unit of progress.
+	for n < len(evs) && evs[n].Kv.ModRevision == evs[n-1].Kv.ModRevision {
+		n++
 	}
-	return nil
+	if n < len(evs) {
+		return n, evs[n-1].Kv.ModRevision
+	}
+	return n, upto
 }
 
 // sendFragmented splits a response larger than the request limit into
 // fragments when the watcher asked for that, as etcd does.
 func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
-	limit := st.s.cfg.MaxRequestBytes
-	if !w.fragment || len(r.Events) < 2 || proto.Size(r) <= limit {
+	if !w.fragment {
 		return st.send(r)
 	}
+	for _, f := range fragments(r, st.s.cfg.MaxRequestBytes) {
+		if err := st.send(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fragments splits r into responses whose events fit in limit bytes (one
+// event at least each), all but the last flagged Fragment; r alone when it
+// fits or has one event.
+func fragments(r *pb.WatchResponse, limit int) []*pb.WatchResponse {
+	if len(r.Events) < 2 || proto.Size(r) <= limit {
+		return []*pb.WatchResponse{r}
+	}
+	var out []*pb.WatchResponse
 	evs := r.Events
 	for len(evs) > 0 {
 		n, size := 0, 0
@@ -317,11 +346,8 @@ func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
 			size += proto.Size(evs[n])
 			n++
 		}
-		frag := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[:n], Fragment: n < len(evs)}
-		if err := st.send(frag); err != nil {
-			return err
-		}
+		out = append(out, &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[:n], Fragment: n < len(evs)})
 		evs = evs[n:]
 	}
-	return nil
+	return out
 }
