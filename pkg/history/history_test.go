@@ -128,6 +128,9 @@ func TestRequestValidation(t *testing.T) {
 		{"Log", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Log", &historypb.Request{Key: key, Limit: -1}, "limit must not be negative"},
 		{"Log", &historypb.Request{Key: key, Continue: "garbage"}, "continue token"},
+		{"Log", &historypb.Request{Key: key, UnixMs: 1000, Continue: "garbage"}, "continue token"},
+		{"Log", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
 
 		{"Restore", &historypb.Request{Revision: 3}, "key is required"},
 		{"Restore", &historypb.Request{Key: key}, "give the revision or unix_ms"},
