@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -317,7 +318,7 @@ func nextResponse(evs []*mvccpb.Event, upto int64, maxEvents int) (n int, rev in
 	return n, upto
 }
 
-// sendFragmented splits a response larger than the request limit into
+// sendFragmented splits a response of the request limit or more into
 // fragments when the watcher asked for that, as etcd does.
 func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
 	if !w.fragment {
@@ -331,22 +332,31 @@ func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
 	return nil
 }
 
-// fragments splits r into responses whose events fit in limit bytes (one
-// event at least each), all but the last flagged Fragment; r alone when it
-// fits or has one event.
+// fragments splits r as etcd's sendFragments does: r alone when it is
+// under limit bytes or has one event, else fragments each under limit
+// bytes as sent (or of one event), all but the last flagged Fragment.
 func fragments(r *pb.WatchResponse, limit int) []*pb.WatchResponse {
-	if len(r.Events) < 2 || proto.Size(r) <= limit {
+	if len(r.Events) < 2 || proto.Size(r) < limit {
 		return []*pb.WatchResponse{r}
 	}
 	var out []*pb.WatchResponse
 	evs := r.Events
 	for len(evs) > 0 {
-		n, size := 0, 0
-		for n < len(evs) && (n == 0 || size+proto.Size(evs[n]) <= limit) {
-			size += proto.Size(evs[n])
-			n++
+		f := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Fragment: true}
+		// The size of f as it grows: each event adds its field's tag and
+		// length prefix to its own size.
+		size := proto.Size(f)
+		n := 0
+		for ; n < len(evs); n++ {
+			es := proto.Size(evs[n])
+			grown := size + 1 + protowire.SizeVarint(uint64(es)) + es
+			if n > 0 && grown >= limit {
+				break
+			}
+			size = grown
 		}
-		out = append(out, &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[:n], Fragment: n < len(evs)})
+		f.Events, f.Fragment = evs[:n], n < len(evs)
+		out = append(out, f)
 		evs = evs[n:]
 	}
 	return out

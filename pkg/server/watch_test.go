@@ -175,25 +175,33 @@ func sizedEvents(t *testing.T, sizes ...int) []*mvccpb.Event {
 	return out
 }
 
+// TestFragments follows etcd v3.6.16's sendFragments
+// (server/etcdserver/api/v3rpc/watch.go): a response of maxRequestBytes or
+// more with two events or more goes in fragments, each filled with events
+// while it stays under the limit as encoded.
 func TestFragments(t *testing.T) {
+	hdr := &pb.ResponseHeader{ClusterId: 0xc1, MemberId: 0xe1, Revision: 42, RaftTerm: 1}
 	for _, tc := range []struct {
 		name  string
 		sizes []int
-		limit int   // 0: the response's own size
-		want  []int // events per fragment
+		// The limit: limit, or with fit the size of a fragment of the
+		// first fit events, plus slack.
+		limit, fit, slack int
+		want              []int // events per response
 	}{
 		{name: "under the limit", sizes: []int{100, 100, 100}, limit: 10000, want: []int{3}},
-		{name: "exactly the limit", sizes: []int{100, 100, 100}, want: []int{3}},
 		{name: "one event over the limit", sizes: []int{1000}, limit: 200, want: []int{1}},
 		{name: "split", sizes: []int{100, 100, 100, 100, 100}, limit: 250, want: []int{2, 2, 1}},
-		{name: "events filling the limit", sizes: []int{100, 150, 100, 150}, limit: 250, want: []int{2, 2}},
 		{name: "an event over the limit goes alone", sizes: []int{100, 300, 100}, limit: 250, want: []int{1, 1, 1}},
+		{name: "two fit, one byte under", sizes: []int{100, 100, 100, 100, 100}, fit: 2, slack: 1, want: []int{2, 2, 1}},
+		{name: "two reach the limit", sizes: []int{100, 100, 100, 100, 100}, fit: 2, want: []int{1, 1, 1, 1, 1}},
+		{name: "larger events later", sizes: []int{100, 100, 150, 150, 150}, fit: 2, slack: 1, want: []int{2, 1, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: 42}, WatchId: 3, Events: sizedEvents(t, tc.sizes...)}
+			r := &pb.WatchResponse{Header: hdr, WatchId: 3, Events: sizedEvents(t, tc.sizes...)}
 			limit := tc.limit
-			if limit == 0 {
-				limit = proto.Size(r)
+			if tc.fit > 0 {
+				limit = proto.Size(&pb.WatchResponse{Header: hdr, WatchId: 3, Fragment: true, Events: r.Events[:tc.fit]}) + tc.slack
 			}
 			frags := fragments(r, limit)
 			if len(frags) == 1 && frags[0] != r {
@@ -210,16 +218,12 @@ func TestFragments(t *testing.T) {
 				if f.Header != r.Header || f.WatchId != r.WatchId {
 					t.Errorf("fragment %d: header %v watch %d", i+1, f.Header, f.WatchId)
 				}
-				size := 0
-				for _, e := range f.Events {
-					size += proto.Size(e)
-				}
-				if len(frags) > 1 && len(f.Events) > 1 && size > limit {
-					t.Errorf("fragment %d: %d bytes of events, limit %d", i+1, size, limit)
+				if len(frags) > 1 && len(f.Events) > 1 && proto.Size(f) >= limit {
+					t.Errorf("fragment %d: %d bytes, limit %d", i+1, proto.Size(f), limit)
 				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("fragments of %v events, want %v", got, tc.want)
+				t.Fatalf("responses of %v events, want %v", got, tc.want)
 			}
 			for i := range events {
 				if events[i] != r.Events[i] {
@@ -227,6 +231,15 @@ func TestFragments(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// At exactly the limit a response is fragmented; one byte under, not.
+	r := &pb.WatchResponse{Header: hdr, WatchId: 3, Events: sizedEvents(t, 100, 100, 100)}
+	if frags := fragments(r, proto.Size(r)+1); len(frags) != 1 || frags[0] != r {
+		t.Errorf("a response one byte under the limit went in %d fragments", len(frags))
+	}
+	if frags := fragments(r, proto.Size(r)); len(frags) < 2 {
+		t.Errorf("a response at the limit was not fragmented")
 	}
 }
 
