@@ -141,22 +141,28 @@ func TestRequestValidation(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s %v", tc.method, tc.r), func(t *testing.T) {
 			f := &fakeStore{rev: 10}
-			s := New(f)
-			var err error
-			switch tc.method {
-			case "Get":
-				_, err = s.Get(context.Background(), tc.r)
-			case "Log":
-				_, err = s.Log(context.Background(), tc.r)
-			case "Restore":
-				_, err = s.Restore(context.Background(), tc.r)
-			}
-			wantStatus(t, err, codes.InvalidArgument, tc.msg)
+			wantStatus(t, call(New(f), tc.method, tc.r), codes.InvalidArgument, tc.msg)
 			if len(f.calls) != 0 {
 				t.Fatalf("an invalid request reached the store: %v", f.calls)
 			}
 		})
 	}
+}
+
+// call runs the service's method of that name on r.
+func call(s *Service, method string, r *historypb.Request) error {
+	var err error
+	switch method {
+	case "Get":
+		_, err = s.Get(context.Background(), r)
+	case "Log":
+		_, err = s.Log(context.Background(), r)
+	case "Restore":
+		_, err = s.Restore(context.Background(), r)
+	default:
+		panic("no method " + method)
+	}
+	return err
 }
 
 func TestGet(t *testing.T) {
@@ -346,37 +352,19 @@ func TestToStatus(t *testing.T) {
 func TestStoreErrors(t *testing.T) {
 	oor := &mvcc.OutOfRangeError{Msg: "revision 2 is older than the oldest retained revision 5"}
 	for _, tc := range []struct {
-		name string
-		call func(*Service) error
+		method string
+		r      *historypb.Request
 	}{
-		{"Get", func(s *Service) error {
-			_, err := s.Get(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 2})
-			return err
-		}},
-		{"Get at a time", func(s *Service) error {
-			_, err := s.Get(context.Background(), &historypb.Request{Key: []byte("k"), UnixMs: 1000})
-			return err
-		}},
-		{"Log", func(s *Service) error {
-			_, err := s.Log(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 2})
-			return err
-		}},
-		{"Log from a time", func(s *Service) error {
-			_, err := s.Log(context.Background(), &historypb.Request{Key: []byte("k"), UnixMs: 1000})
-			return err
-		}},
-		{"Restore", func(s *Service) error {
-			_, err := s.Restore(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 2})
-			return err
-		}},
-		{"Restore at a time", func(s *Service) error {
-			_, err := s.Restore(context.Background(), &historypb.Request{Key: []byte("k"), UnixMs: 1000})
-			return err
-		}},
+		{"Get", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Get", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
+		{"Log", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Log", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
+		{"Restore", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Restore", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			wantStatus(t, tc.call(New(&fakeStore{rev: 10, err: oor})), codes.OutOfRange, oor.Msg)
-			wantStatus(t, tc.call(New(&fakeStore{rev: 10, err: errors.New("connection refused")})), codes.Unavailable, "connection refused")
+		t.Run(fmt.Sprintf("%s %v", tc.method, tc.r), func(t *testing.T) {
+			wantStatus(t, call(New(&fakeStore{rev: 10, err: oor}), tc.method, tc.r), codes.OutOfRange, oor.Msg)
+			wantStatus(t, call(New(&fakeStore{rev: 10, err: errors.New("connection refused")}), tc.method, tc.r), codes.Unavailable, "connection refused")
 		})
 	}
 }
