@@ -74,16 +74,27 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "quantykube: "+format, args...)
 }
 
+// checkWhen refuses a request's revision and unix_ms unless it gives at
+// most one of them, and that one not negative.
+func checkWhen(r *historypb.Request) error {
+	switch {
+	case r.Revision != 0 && r.UnixMs != 0:
+		return invalid("give revision or unix_ms, not both")
+	case r.Revision < 0 || r.UnixMs < 0:
+		return invalid("revision and unix_ms must not be negative")
+	}
+	return nil
+}
+
 // readRevision resolves a request's revision or unix_ms (or neither: now).
 func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64, error) {
 	if len(r.Key) == 0 {
 		return 0, invalid("key is required")
 	}
+	if err := checkWhen(r); err != nil {
+		return 0, err
+	}
 	switch {
-	case r.Revision != 0 && r.UnixMs != 0:
-		return 0, invalid("give revision or unix_ms, not both")
-	case r.Revision < 0 || r.UnixMs < 0:
-		return 0, invalid("revision and unix_ms must not be negative")
 	case r.UnixMs != 0:
 		return s.store.RevisionAt(ctx, r.Key, r.UnixMs)
 	case r.Revision != 0:
@@ -117,20 +128,25 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 
 // Log lists retained changes, oldest first, a page at a time.
 func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.LogResponse, error) {
+	// The whole request is checked before the store is asked anything.
 	if len(r.Key) == 0 {
 		return nil, invalid("key is required")
 	}
-	if r.Revision != 0 && r.UnixMs != 0 {
-		return nil, invalid("give revision or unix_ms, not both")
+	if err := checkWhen(r); err != nil {
+		return nil, err
 	}
-	limit := int(r.Limit)
+	var limit int
 	switch {
 	case r.Limit < 0:
 		return nil, invalid("limit must not be negative")
-	case limit == 0:
+	case r.Limit == 0:
 		limit = DefaultLogLimit
-	case limit > MaxLogLimit:
-		limit = MaxLogLimit
+	default:
+		limit = int(min(r.Limit, MaxLogLimit))
+	}
+	after, err := parseContinue(r.Continue)
+	if err != nil {
+		return nil, err
 	}
 	kr := mvcc.NewKeyRange(r.Key, r.RangeEnd)
 	from := r.Revision
@@ -145,10 +161,6 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
 		}
 		from = rev
-	}
-	after, err := parseContinue(r.Continue)
-	if err != nil {
-		return nil, err
 	}
 	page, err := s.store.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: from, After: after, Limit: limit, MaxBytes: MaxLogBytes})
 	if err != nil {

@@ -61,6 +61,9 @@ func (r KeyRange) Contains(k []byte) bool {
 
 // Overlaps reports whether two ranges share a key.
 func (r KeyRange) Overlaps(o KeyRange) bool {
+	if r.Empty() || o.Empty() {
+		return false
+	}
 	if r.Single() {
 		return o.Contains(r.Key)
 	}

@@ -147,7 +147,7 @@ func (s *Store) warmRange(ctx context.Context, r *pb.RangeRequest) error {
 
 // rangePlan is what a Range asks of SQL: the sort left to do in Go (NONE
 // when key order from the index suffices), whether revision filters apply,
-// the row limit SQL may use (0 when sorting or filtering needs every row),
+// the rows SQL may stop at (0 when sorting or filtering needs every row),
 // and whether values must be read.
 func rangePlan(r *pb.RangeRequest) (order pb.RangeRequest_SortOrder, filtered bool, limit int64, sortByValue, keysOnly bool) {
 	order = r.SortOrder
@@ -159,8 +159,18 @@ func rangePlan(r *pb.RangeRequest) (order pb.RangeRequest_SortOrder, filtered bo
 	}
 	filtered = r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
 	limit = r.Limit
-	if order != pb.RangeRequest_NONE || filtered || limit < 0 {
-		limit = 0 // sort and filter need every row; truncate afterwards
+	switch {
+	case filtered || limit < 0:
+		limit = 0 // filters need every row; truncate afterwards
+	case order != pb.RangeRequest_NONE && r.SortOrder == pb.RangeRequest_NONE:
+		// etcd reads every row only for a sort the request asked for by
+		// order: with a target but no order it sorts the first limit+1
+		// keys (server/etcdserver/txn executeRange), and so does this.
+		if limit > 0 {
+			limit++
+		}
+	case order != pb.RangeRequest_NONE:
+		limit = 0 // a sort needs every row; truncate afterwards
 	}
 	// keys_only still sorts by the values it does not return.
 	sortByValue = order != pb.RangeRequest_NONE && r.SortTarget == pb.RangeRequest_VALUE

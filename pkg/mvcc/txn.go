@@ -17,10 +17,27 @@ import (
 // MaxTxnOps is etcd's default --max-txn-ops.
 const MaxTxnOps = 128
 
-// CheckTxn applies etcd's static rules to a transaction: operation count,
-// empty keys, and no key written twice in one branch.
+// CheckTxn applies etcd's static rules to a transaction, in etcd's order
+// (checkTxnRequest, then checkIntervals): operation counts, empty keys and
+// empty operations, then no key written twice in one branch.
 func CheckTxn(r *pb.TxnRequest, maxOps int) error {
-	if len(r.Compare) > maxOps || len(r.Success) > maxOps || len(r.Failure) > maxOps {
+	if err := checkTxnOps(r, maxOps); err != nil {
+		return err
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		if _, _, err := intervals(ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTxnOps checks r's lists and operations. As in etcd, a nested
+// transaction may have only as many operations per list as its parent's
+// longest list leaves of maxOps.
+func checkTxnOps(r *pb.TxnRequest, maxOps int) error {
+	n := max(len(r.Compare), len(r.Success), len(r.Failure))
+	if n > maxOps {
 		return ErrTooManyOps
 	}
 	for _, c := range r.Compare {
@@ -30,12 +47,9 @@ func CheckTxn(r *pb.TxnRequest, maxOps int) error {
 	}
 	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {
-			if err := checkOp(op, maxOps); err != nil {
+			if err := checkOp(op, maxOps-n); err != nil {
 				return err
 			}
-		}
-		if _, _, err := intervals(ops); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -60,7 +74,10 @@ func checkOp(op *pb.RequestOp, maxOps int) error {
 		if v.RequestTxn == nil {
 			return nil
 		}
-		return CheckTxn(v.RequestTxn, maxOps)
+		return checkTxnOps(v.RequestTxn, maxOps)
+	default:
+		// An operation with no request: etcd refuses it with this error.
+		return ErrKeyNotFound
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -269,8 +270,21 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 }
 
 func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) error {
+	out := w.toSend(evs, st.s.store.Floor())
+	for len(out) > 0 {
+		n, rev := nextResponse(out, upto, maxEventsPerResp)
+		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Events: out[:n]}); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// toSend is what w is sent of evs: the events its filters let through,
+// each with its prev_kv when w asked for one and the floor allows it.
+func (w *watcher) toSend(evs []*mvcc.Event, floor int64) []*mvccpb.Event {
 	out := make([]*mvccpb.Event, 0, len(evs))
-	floor := st.s.store.Floor()
 	for _, e := range evs {
 		if (e.Type == mvccpb.PUT && w.noPut) || (e.Type == mvccpb.DELETE && w.noDelete) {
 			continue
@@ -284,44 +298,66 @@ func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) err
 		}
 		out = append(out, me)
 	}
-	for len(out) > 0 {
-		n := min(len(out), maxEventsPerResp)
-		// Never split one revision across responses: clients treat a
-		// response as a unit of progress.
-		for n < len(out) && out[n].Kv.ModRevision == out[n-1].Kv.ModRevision {
-			n++
-		}
-		hdr := upto
-		if n < len(out) {
-			hdr = out[n-1].Kv.ModRevision
-		}
-		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(hdr), WatchId: w.id, Events: out[:n]}); err != nil {
+	return out
+}
+
+// nextResponse is how many of evs (in revision order, none after upto) the
+// next response carries, and the revision its header reports: upto for the
+// last response of a step, else its last event's revision, which is all
+// the watcher has been sent.
+func nextResponse(evs []*mvccpb.Event, upto int64, maxEvents int) (n int, rev int64) {
+	n = min(len(evs), maxEvents)
+	// Never split one revision across responses: clients treat a
+	// response as a unit of progress.
+	for n < len(evs) && evs[n].Kv.ModRevision == evs[n-1].Kv.ModRevision {
+		n++
+	}
+	if n < len(evs) {
+		return n, evs[n-1].Kv.ModRevision
+	}
+	return n, upto
+}
+
+// sendFragmented splits a response of the request limit or more into
+// fragments when the watcher asked for that, as etcd does.
+func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
+	if !w.fragment {
+		return st.send(r)
+	}
+	for _, f := range fragments(r, st.s.cfg.MaxRequestBytes) {
+		if err := st.send(f); err != nil {
 			return err
 		}
-		out = out[n:]
 	}
 	return nil
 }
 
-// sendFragmented splits a response larger than the request limit into
-// fragments when the watcher asked for that, as etcd does.
-func (st *watchStream) sendFragmented(w *watcher, r *pb.WatchResponse) error {
-	limit := st.s.cfg.MaxRequestBytes
-	if !w.fragment || len(r.Events) < 2 || proto.Size(r) <= limit {
-		return st.send(r)
+// fragments splits r as etcd's sendFragments does: r alone when it is
+// under limit bytes or has one event, else fragments each under limit
+// bytes as sent (or of one event), all but the last flagged Fragment.
+func fragments(r *pb.WatchResponse, limit int) []*pb.WatchResponse {
+	if len(r.Events) < 2 || proto.Size(r) < limit {
+		return []*pb.WatchResponse{r}
 	}
+	var out []*pb.WatchResponse
 	evs := r.Events
 	for len(evs) > 0 {
-		n, size := 0, 0
-		for n < len(evs) && (n == 0 || size+proto.Size(evs[n]) <= limit) {
-			size += proto.Size(evs[n])
-			n++
+		f := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Fragment: true}
+		// The size of f as it grows: each event adds its field's tag and
+		// length prefix to its own size.
+		size := proto.Size(f)
+		n := 0
+		for ; n < len(evs); n++ {
+			es := proto.Size(evs[n])
+			grown := size + 1 + protowire.SizeVarint(uint64(es)) + es
+			if n > 0 && grown >= limit {
+				break
+			}
+			size = grown
 		}
-		frag := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[:n], Fragment: n < len(evs)}
-		if err := st.send(frag); err != nil {
-			return err
-		}
+		f.Events, f.Fragment = evs[:n], n < len(evs)
+		out = append(out, f)
 		evs = evs[n:]
 	}
-	return nil
+	return out
 }

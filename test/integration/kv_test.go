@@ -433,20 +433,25 @@ func TestRangeSort(t *testing.T) {
 		target clientv3.SortTarget
 		order  clientv3.SortOrder
 		want   []string
+		first  string // with limit 1, when not want[0]
 	}{
-		{clientv3.SortByKey, clientv3.SortAscend, []string{"k1", "k2", "k3"}},
-		{clientv3.SortByKey, clientv3.SortDescend, []string{"k3", "k2", "k1"}},
-		{clientv3.SortByCreateRevision, clientv3.SortAscend, []string{"k3", "k1", "k2"}},
-		{clientv3.SortByCreateRevision, clientv3.SortDescend, []string{"k2", "k1", "k3"}},
-		{clientv3.SortByModRevision, clientv3.SortAscend, []string{"k2", "k1", "k3"}},
-		{clientv3.SortByModRevision, clientv3.SortDescend, []string{"k3", "k1", "k2"}},
-		{clientv3.SortByVersion, clientv3.SortAscend, []string{"k3", "k2", "k1"}},
-		{clientv3.SortByVersion, clientv3.SortDescend, []string{"k1", "k2", "k3"}},
-		{clientv3.SortByValue, clientv3.SortAscend, []string{"k2", "k3", "k1"}},
-		{clientv3.SortByValue, clientv3.SortDescend, []string{"k1", "k3", "k2"}},
+		{clientv3.SortByKey, clientv3.SortAscend, []string{"k1", "k2", "k3"}, ""},
+		{clientv3.SortByKey, clientv3.SortDescend, []string{"k3", "k2", "k1"}, ""},
+		{clientv3.SortByCreateRevision, clientv3.SortAscend, []string{"k3", "k1", "k2"}, ""},
+		{clientv3.SortByCreateRevision, clientv3.SortDescend, []string{"k2", "k1", "k3"}, ""},
+		{clientv3.SortByModRevision, clientv3.SortAscend, []string{"k2", "k1", "k3"}, ""},
+		{clientv3.SortByModRevision, clientv3.SortDescend, []string{"k3", "k1", "k2"}, ""},
+		{clientv3.SortByVersion, clientv3.SortAscend, []string{"k3", "k2", "k1"}, ""},
+		{clientv3.SortByVersion, clientv3.SortDescend, []string{"k1", "k2", "k3"}, ""},
+		{clientv3.SortByValue, clientv3.SortAscend, []string{"k2", "k3", "k1"}, ""},
+		{clientv3.SortByValue, clientv3.SortDescend, []string{"k1", "k3", "k2"}, ""},
 		// A target other than the key with order NONE sorts ascending.
-		{clientv3.SortByValue, clientv3.SortNone, []string{"k2", "k3", "k1"}},
-		{clientv3.SortByModRevision, clientv3.SortNone, []string{"k2", "k1", "k3"}},
+		{clientv3.SortByValue, clientv3.SortNone, []string{"k2", "k3", "k1"}, ""},
+		{clientv3.SortByModRevision, clientv3.SortNone, []string{"k2", "k1", "k3"}, ""},
+		// ...but with a limit, etcd sorts only the first limit+1 keys: k1
+		// and k2 here, not k3, which sorts first.
+		{clientv3.SortByCreateRevision, clientv3.SortNone, []string{"k3", "k1", "k2"}, "k1"},
+		{clientv3.SortByVersion, clientv3.SortNone, []string{"k3", "k2", "k1"}, "k2"},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%v/%v", tc.target, tc.order)
@@ -456,6 +461,10 @@ func TestRangeSort(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) { wantKeys(t, g.Kvs, tc.want...) })
 		// With a limit, the sort applies before the limit.
+		first := tc.want[0]
+		if tc.first != "" {
+			first = tc.first
+		}
 		g, err = cli.Get(ctx, "k", clientv3.WithPrefix(), clientv3.WithSort(tc.target, tc.order), clientv3.WithLimit(1))
 		if err != nil {
 			t.Fatalf("%s limit 1: %v", name, err)
@@ -463,7 +472,7 @@ func TestRangeSort(t *testing.T) {
 		if g.Count != 3 || !g.More {
 			t.Fatalf("%s limit 1: count %d more %v", name, g.Count, g.More)
 		}
-		t.Run(name+"/limit1", func(t *testing.T) { wantKeys(t, g.Kvs, tc.want[0]) })
+		t.Run(name+"/limit1", func(t *testing.T) { wantKeys(t, g.Kvs, first) })
 	}
 	// Sorting at a past revision (rev 6: k3 v1 mod 2, k1 v1 mod 3, k2 v3 mod 6).
 	g, err := cli.Get(ctx, "k", clientv3.WithPrefix(), clientv3.WithRev(6), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend))

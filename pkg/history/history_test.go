@@ -1,0 +1,460 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+// fakeStore answers from its fields and records every call. The methods
+// of mvcc.KV the service does not use panic on the nil embedded KV.
+type fakeStore struct {
+	mvcc.KV
+	rev   int64
+	calls []string
+
+	kv    *mvccpb.KeyValue           // KeyAt's and KeyAtTime's answer...
+	kvAt  map[int64]*mvccpb.KeyValue // ...or KeyAt's at these revisions
+	atRev int64                      // KeyAtTime's and RevisionAt's revision
+	err   error                      // every read's error
+
+	first   int64 // FirstRevisionFrom's answer
+	firstOK bool
+	query   mvcc.LogQuery // the last Log query
+	page    *mvcc.LogPage
+
+	current *mvccpb.KeyValue // what Range finds
+	fails   int              // Txns whose compare fails before one succeeds
+	txns    []*pb.TxnRequest
+}
+
+func (f *fakeStore) called(format string, args ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+func (f *fakeStore) Rev() int64 { return f.rev }
+
+func (f *fakeStore) KeyAt(_ context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
+	f.called("KeyAt %s %d", key, rev)
+	if f.kvAt != nil {
+		return f.kvAt[rev], f.err
+	}
+	return f.kv, f.err
+}
+
+func (f *fakeStore) KeyAtTime(_ context.Context, key []byte, unixMs int64) (int64, *mvccpb.KeyValue, error) {
+	f.called("KeyAtTime %s %d", key, unixMs)
+	return f.atRev, f.kv, f.err
+}
+
+func (f *fakeStore) RevisionAt(_ context.Context, key []byte, unixMs int64) (int64, error) {
+	f.called("RevisionAt %s %d", key, unixMs)
+	return f.atRev, f.err
+}
+
+func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixMs int64) (int64, bool, error) {
+	f.called("FirstRevisionFrom %s %d", kr.Key, unixMs)
+	return f.first, f.firstOK, f.err
+}
+
+func (f *fakeStore) Log(_ context.Context, q mvcc.LogQuery) (*mvcc.LogPage, error) {
+	f.called("Log")
+	f.query = q
+	if f.page == nil {
+		return &mvcc.LogPage{HeaderRev: f.rev}, f.err
+	}
+	return f.page, f.err
+}
+
+func (f *fakeStore) Range(_ context.Context, r *pb.RangeRequest) (*mvcc.RangeResult, error) {
+	f.called("Range %s", r.Key)
+	res := &mvcc.RangeResult{Rev: f.rev}
+	if f.current != nil {
+		res.Kvs = []*mvccpb.KeyValue{f.current}
+	}
+	return res, f.err
+}
+
+func (f *fakeStore) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	f.called("Txn")
+	f.txns = append(f.txns, r)
+	if f.fails > 0 {
+		f.fails--
+		return &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: f.rev}}, nil
+	}
+	f.rev++
+	return &pb.TxnResponse{Succeeded: true, Header: &pb.ResponseHeader{Revision: f.rev}}, nil
+}
+
+// wantStatus checks err's gRPC code and that its message contains msg.
+func wantStatus(t *testing.T, err error, code codes.Code, msg string) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != code || !strings.Contains(st.Message(), msg) {
+		t.Fatalf("error %v, want %v containing %q", err, code, msg)
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	key := []byte("/registry/pods/a")
+	for _, tc := range []struct {
+		method string
+		r      *historypb.Request
+		msg    string
+	}{
+		{"Get", &historypb.Request{}, "key is required"},
+		{"Get", &historypb.Request{Revision: 3}, "key is required"},
+		{"Get", &historypb.Request{UnixMs: 1000}, "key is required"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z")}, "range_end is for Log only"},
+		{"Get", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
+		{"Get", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
+		{"Get", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
+		{"Get", &historypb.Request{Key: key, Revision: -1, UnixMs: 1000}, "not both"},
+
+		{"Log", &historypb.Request{}, "key is required"},
+		{"Log", &historypb.Request{RangeEnd: []byte("z")}, "key is required"},
+		{"Log", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
+		{"Log", &historypb.Request{Key: key, Limit: -1}, "limit must not be negative"},
+		{"Log", &historypb.Request{Key: key, Continue: "garbage"}, "continue token"},
+		{"Log", &historypb.Request{Key: key, UnixMs: 1000, Continue: "garbage"}, "continue token"},
+		{"Log", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
+
+		{"Restore", &historypb.Request{Revision: 3}, "key is required"},
+		{"Restore", &historypb.Request{Key: key}, "give the revision or unix_ms"},
+		{"Restore", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 3}, "range_end is for Log only"},
+		{"Restore", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
+		{"Restore", &historypb.Request{Key: key, Revision: -3}, "must not be negative"},
+		{"Restore", &historypb.Request{Key: key, UnixMs: -3}, "must not be negative"},
+	} {
+		t.Run(fmt.Sprintf("%s %v", tc.method, tc.r), func(t *testing.T) {
+			f := &fakeStore{rev: 10}
+			wantStatus(t, call(New(f), tc.method, tc.r), codes.InvalidArgument, tc.msg)
+			if len(f.calls) != 0 {
+				t.Fatalf("an invalid request reached the store: %v", f.calls)
+			}
+		})
+	}
+}
+
+// call runs the service's method of that name on r.
+func call(s *Service, method string, r *historypb.Request) error {
+	var err error
+	switch method {
+	case "Get":
+		_, err = s.Get(context.Background(), r)
+	case "Log":
+		_, err = s.Log(context.Background(), r)
+	case "Restore":
+		_, err = s.Restore(context.Background(), r)
+	default:
+		panic("no method " + method)
+	}
+	return err
+}
+
+func TestGet(t *testing.T) {
+	old := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 4}
+	for _, tc := range []struct {
+		name  string
+		r     *historypb.Request
+		calls string
+		rev   int64
+	}{
+		{name: "at a revision", r: &historypb.Request{Key: []byte("k"), Revision: 7}, calls: "KeyAt k 7", rev: 7},
+		{name: "now", r: &historypb.Request{Key: []byte("k")}, calls: "KeyAt k 10", rev: 10},
+		{name: "at a time", r: &historypb.Request{Key: []byte("k"), UnixMs: 1700000000000}, calls: "KeyAtTime k 1700000000000", rev: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeStore{rev: 10, atRev: 6, kv: old}
+			resp, err := New(f).Get(context.Background(), tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(f.calls, "; "); got != tc.calls {
+				t.Fatalf("store calls %q, want %q", got, tc.calls)
+			}
+			if resp.Revision != tc.rev || resp.Kv != old {
+				t.Fatalf("answer revision %d kv %v, want %d %v", resp.Revision, resp.Kv, tc.rev, old)
+			}
+		})
+	}
+}
+
+func TestLogQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		r     *historypb.Request
+		want  mvcc.LogQuery // MaxBytes is always MaxLogBytes
+		calls string
+	}{
+		{name: "defaults", r: &historypb.Request{Key: []byte("a")},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "range and revision", r: &historypb.Request{Key: []byte("a"), RangeEnd: []byte("b"), Revision: 5},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), []byte("b")), FromRev: 5, Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "from key on", r: &historypb.Request{Key: []byte("a"), RangeEnd: []byte{0}},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), []byte{0}), Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "limit", r: &historypb.Request{Key: []byte("a"), Limit: 1},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: 1}, calls: "Log"},
+		{name: "limit at the maximum", r: &historypb.Request{Key: []byte("a"), Limit: MaxLogLimit},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: MaxLogLimit}, calls: "Log"},
+		{name: "limit clamped", r: &historypb.Request{Key: []byte("a"), Limit: MaxLogLimit + 1},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: MaxLogLimit}, calls: "Log"},
+		{name: "huge limit clamped", r: &historypb.Request{Key: []byte("a"), Limit: math.MaxInt64},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: MaxLogLimit}, calls: "Log"},
+		{name: "continue", r: &historypb.Request{Key: []byte("a"), Revision: 5, Continue: "9.2"},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 5, After: mvcc.LogCursor{Rev: 9, Sub: 2}, Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "from a time", r: &historypb.Request{Key: []byte("a"), UnixMs: 1700000000000},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 8, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1700000000000; Log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeStore{rev: 10, first: 8, firstOK: true}
+			if _, err := New(f).Log(context.Background(), tc.r); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(f.calls, "; "); got != tc.calls {
+				t.Fatalf("store calls %q, want %q", got, tc.calls)
+			}
+			tc.want.MaxBytes = MaxLogBytes
+			got := f.query
+			if !bytes.Equal(got.Range.Key, tc.want.Range.Key) || !bytes.Equal(got.Range.End, tc.want.Range.End) || got.Range.Unbounded != tc.want.Range.Unbounded {
+				t.Fatalf("range %+v, want %+v", got.Range, tc.want.Range)
+			}
+			if got.FromRev != tc.want.FromRev || got.After != tc.want.After || got.Limit != tc.want.Limit || got.MaxBytes != tc.want.MaxBytes {
+				t.Fatalf("query %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLogFromATimeWithNoChanges(t *testing.T) {
+	f := &fakeStore{rev: 10, firstOK: false}
+	resp, err := New(f).Log(context.Background(), &historypb.Request{Key: []byte("a"), UnixMs: 1700000000000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Entries) != 0 || resp.Continue != "" || resp.HeaderRevision != 10 {
+		t.Fatalf("answer %v, want an empty page at revision 10", resp)
+	}
+	if got := strings.Join(f.calls, "; "); got != "FirstRevisionFrom a 1700000000000" {
+		t.Fatalf("store calls %q", got)
+	}
+}
+
+func TestLogPages(t *testing.T) {
+	prev := &mvccpb.KeyValue{Key: []byte("a"), Value: []byte("v1"), ModRevision: 4}
+	f := &fakeStore{rev: 10, page: &mvcc.LogPage{
+		HeaderRev: 10,
+		Events: []*mvcc.Event{
+			{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("a"), Value: []byte("v2"), ModRevision: 6}, PrevKv: prev, UnixMs: 1600},
+			{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte("a"), ModRevision: 7}, UnixMs: 1700},
+		},
+		More: true,
+		Next: mvcc.LogCursor{Rev: 7, Sub: 3},
+	}}
+	s := New(f)
+	resp, err := s.Log(context.Background(), &historypb.Request{Key: []byte("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.HeaderRevision != 10 || len(resp.Entries) != 2 {
+		t.Fatalf("answer %v", resp)
+	}
+	put, del := resp.Entries[0], resp.Entries[1]
+	if put.Revision != 6 || put.UnixMs != 1600 || put.Deleted != 0 || string(put.Kv.Value) != "v2" || put.PrevKv != prev {
+		t.Errorf("put entry %v", put)
+	}
+	if del.Revision != 7 || del.UnixMs != 1700 || del.Deleted != 1 || del.PrevKv != nil {
+		t.Errorf("delete entry %v", del)
+	}
+	// The token brings the next page on from the last entry returned.
+	if resp.Continue == "" {
+		t.Fatal("no continue token on a page with more")
+	}
+	f.page = &mvcc.LogPage{HeaderRev: 10}
+	resp, err = s.Log(context.Background(), &historypb.Request{Key: []byte("a"), Continue: resp.Continue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.query.After != (mvcc.LogCursor{Rev: 7, Sub: 3}) {
+		t.Fatalf("next page after %+v, want {7 3}", f.query.After)
+	}
+	if resp.Continue != "" {
+		t.Fatalf("continue token %q on the last page", resp.Continue)
+	}
+}
+
+func TestContinueTokens(t *testing.T) {
+	for _, c := range []mvcc.LogCursor{{Rev: 1, Sub: 0}, {Rev: 7, Sub: 3}, {Rev: math.MaxInt64, Sub: math.MaxInt64}} {
+		tok := formatContinue(c)
+		got, err := parseContinue(tok)
+		if err != nil || got != c {
+			t.Errorf("parseContinue(formatContinue(%+v) = %q) = %+v, %v", c, tok, got, err)
+		}
+	}
+	if got, err := parseContinue(""); err != nil || got != (mvcc.LogCursor{}) {
+		t.Errorf(`parseContinue("") = %+v, %v; want the start`, got, err)
+	}
+	for _, tok := range []string{
+		"x", "7", "7.", ".3", "7.3.1", "a.b", "7.b", "0.0", "-1.0", "7.-1", " 7.3", "7.3 ", "7,3",
+		"99999999999999999999.0", "7.99999999999999999999",
+	} {
+		_, err := parseContinue(tok)
+		wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
+	}
+}
+
+func TestToStatus(t *testing.T) {
+	oor := &mvcc.OutOfRangeError{Msg: "revision 3 is older than the oldest retained revision 5"}
+	given := status.Error(codes.Aborted, "quantykube: kept changing")
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{oor, codes.OutOfRange, "quantykube: revision 3 is older than the oldest retained revision 5"},
+		{fmt.Errorf("log: %w", oor), codes.OutOfRange, "quantykube: revision 3 is older"},
+		{context.Canceled, codes.Canceled, "context canceled"},
+		{fmt.Errorf("read: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline exceeded"},
+		{mvcc.ErrClosed, codes.Unavailable, "quantykube: server stopping"},
+		{fmt.Errorf("write: %w", mvcc.ErrClosed), codes.Unavailable, "quantykube: server stopping"},
+		{given, codes.Aborted, "quantykube: kept changing"},
+		{errors.New("disk I/O error"), codes.Unavailable, "quantykube: database: disk I/O error"},
+	} {
+		got := toStatus(tc.err)
+		st, ok := status.FromError(got)
+		if !ok || st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) {
+			t.Errorf("toStatus(%v) = %v, want %v %q", tc.err, got, tc.code, tc.msg)
+		}
+	}
+	if toStatus(nil) != nil {
+		t.Error("toStatus(nil) is not nil")
+	}
+	if got := toStatus(given); got != given {
+		t.Errorf("a status error was rebuilt: %v", got)
+	}
+}
+
+// TestStoreErrors checks that each method answers a store error with its
+// status: the request was fine, the store could not serve it.
+func TestStoreErrors(t *testing.T) {
+	oor := &mvcc.OutOfRangeError{Msg: "revision 2 is older than the oldest retained revision 5"}
+	for _, tc := range []struct {
+		method string
+		r      *historypb.Request
+	}{
+		{"Get", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Get", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
+		{"Log", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Log", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
+		{"Restore", &historypb.Request{Key: []byte("k"), Revision: 2}},
+		{"Restore", &historypb.Request{Key: []byte("k"), UnixMs: 1000}},
+	} {
+		t.Run(fmt.Sprintf("%s %v", tc.method, tc.r), func(t *testing.T) {
+			wantStatus(t, call(New(&fakeStore{rev: 10, err: oor}), tc.method, tc.r), codes.OutOfRange, oor.Msg)
+			wantStatus(t, call(New(&fakeStore{rev: 10, err: errors.New("connection refused")}), tc.method, tc.r), codes.Unavailable, "connection refused")
+		})
+	}
+}
+
+func TestRestore(t *testing.T) {
+	old := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 4, Lease: 99}
+	changed := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v2"), ModRevision: 8}
+	for _, tc := range []struct {
+		name    string
+		old     *mvccpb.KeyValue // the key at revision 4
+		current *mvccpb.KeyValue
+		fails   int
+		write   string // the Txn's operation, "" for none
+		newRev  int64
+		err     codes.Code
+	}{
+		{name: "already as it was", old: old, current: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 9}},
+		{name: "already absent", old: nil, current: nil},
+		{name: "put back", old: old, current: changed, write: "put k=v1", newRev: 11},
+		{name: "recreated", old: old, current: nil, write: "put k=v1", newRev: 11},
+		{name: "deleted again", old: nil, current: changed, write: "delete k", newRev: 11},
+		{name: "a writer in between", old: old, current: changed, fails: 1, write: "put k=v1", newRev: 11},
+		{name: "a writer every time", old: old, current: changed, fails: restoreAttempts, err: codes.Aborted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The write, if any, takes revision 11.
+			written := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 11, CreateRevision: 2, Version: 5}
+			f := &fakeStore{rev: 10, kvAt: map[int64]*mvccpb.KeyValue{4: tc.old, 11: written}, current: tc.current, fails: tc.fails}
+			resp, err := New(f).Restore(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4})
+			if tc.err != codes.OK {
+				wantStatus(t, err, tc.err, "kept changing")
+				if len(f.txns) != restoreAttempts {
+					t.Fatalf("%d attempts, want %d", len(f.txns), restoreAttempts)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Revision != 4 || resp.NewRevision != tc.newRev {
+				t.Fatalf("revision %d new revision %d, want 4 %d", resp.Revision, resp.NewRevision, tc.newRev)
+			}
+			// The answer is the state as written, or as it already was
+			// (without the lease, which is not restored).
+			switch {
+			case tc.old == nil:
+				if resp.Kv != nil {
+					t.Fatalf("restored %v, want the key absent", resp.Kv)
+				}
+			case tc.write != "":
+				if resp.Kv != written {
+					t.Fatalf("restored %v, want the state written %v", resp.Kv, written)
+				}
+			default:
+				if !bytes.Equal(resp.Kv.Key, old.Key) || !bytes.Equal(resp.Kv.Value, old.Value) || resp.Kv.Lease != 0 {
+					t.Fatalf("restored %v from %v", resp.Kv, tc.old)
+				}
+			}
+			if tc.write == "" {
+				if len(f.txns) != 0 {
+					t.Fatalf("wrote %v", f.txns)
+				}
+				return
+			}
+			if len(f.txns) != tc.fails+1 {
+				t.Fatalf("%d Txns, want %d", len(f.txns), tc.fails+1)
+			}
+			// Each write is conditional on the state read just before it.
+			var wantMod int64
+			if tc.current != nil {
+				wantMod = tc.current.ModRevision
+			}
+			for _, txn := range f.txns {
+				if len(txn.Compare) != 1 || txn.Compare[0].Target != pb.Compare_MOD || txn.Compare[0].Result != pb.Compare_EQUAL || txn.Compare[0].GetModRevision() != wantMod {
+					t.Fatalf("compare %v, want mod_revision = %d", txn.Compare, wantMod)
+				}
+				var got string
+				switch op := txn.Success[0].Request.(type) {
+				case *pb.RequestOp_RequestPut:
+					got = fmt.Sprintf("put %s=%s", op.RequestPut.Key, op.RequestPut.Value)
+					if op.RequestPut.Lease != 0 {
+						t.Fatalf("restored with lease %d", op.RequestPut.Lease)
+					}
+				case *pb.RequestOp_RequestDeleteRange:
+					got = fmt.Sprintf("delete %s", op.RequestDeleteRange.Key)
+				}
+				if len(txn.Success) != 1 || got != tc.write {
+					t.Fatalf("wrote %v, want %s", txn.Success, tc.write)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package mvcc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// ev is a put of key at rev whose Size is exactly size bytes.
+func ev(rev int64, key string, size int) *Event {
+	e := &Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}}
+	e.Kv.Value = []byte(strings.Repeat("v", size-e.Size()))
+	return e
+}
+
+// revsOf lists the events as "rev:key".
+func revsOf(evs []*Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%s", e.Rev(), e.Kv.Key)
+	}
+	return b.String()
+}
+
+func TestHubTrimsWholeRevisions(t *testing.T) {
+	type publish struct {
+		rev int64
+		evs []*Event
+	}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+		publish  []publish
+		base     int64  // what the ring no longer holds: revisions <= base
+		held     string // every event still in the ring
+	}{
+		{
+			name:     "under the limit keeps everything",
+			maxBytes: 1000,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			base:     1,
+			held:     "2:a 3:b 3:c",
+		},
+		{
+			name:     "exactly at the limit keeps everything",
+			maxBytes: 300,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			base:     1,
+			held:     "2:a 3:b 3:c",
+		},
+		{
+			name:     "over the limit drops the oldest revision",
+			maxBytes: 300,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}, {4, []*Event{ev(4, "d", 100)}}},
+			base:     2,
+			held:     "3:b 3:c 4:d",
+		},
+		{
+			// Dropping revision 2's first event alone would fit, but a
+			// revision is never split: all of it goes.
+			name:     "a revision goes whole",
+			maxBytes: 350,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100), ev(2, "b", 100)}}, {3, []*Event{ev(3, "c", 100), ev(3, "d", 100)}}},
+			base:     2,
+			held:     "3:c 3:d",
+		},
+		{
+			name:     "several revisions go at once",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100)}}, {4, []*Event{ev(4, "c", 200)}}},
+			base:     3,
+			held:     "4:c",
+		},
+		{
+			name:     "a revision larger than the ring leaves it empty",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}}},
+			base:     3,
+			held:     "",
+		},
+		{
+			// Revisions that changed nothing the ring holds (a lease
+			// grant) still move its revision.
+			name:     "a revision without events",
+			maxBytes: 1000,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, nil}},
+			base:     1,
+			held:     "2:a",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHub(1, tc.maxBytes)
+			var last int64
+			for _, p := range tc.publish {
+				h.publish(p.rev, p.evs)
+				last = p.rev
+			}
+			if rev, _, _ := h.state(); rev != last {
+				t.Fatalf("state revision %d, want %d", rev, last)
+			}
+			if h.base != tc.base {
+				t.Errorf("base %d, want %d", h.base, tc.base)
+			}
+			if got := revsOf(h.events); got != tc.held {
+				t.Errorf("ring holds %q, want %q", got, tc.held)
+			}
+			size := 0
+			for _, e := range h.events {
+				size += e.Size()
+			}
+			if h.bytes != size || size > tc.maxBytes {
+				t.Errorf("ring counts %d bytes, holds %d, limit %d", h.bytes, size, tc.maxBytes)
+			}
+			// Everything above base reads from the ring; base itself does not.
+			if _, ok := h.read(tc.base+1, last, fromKey("")); !ok {
+				t.Errorf("read from %d: not in the ring", tc.base+1)
+			}
+			if evs, ok := h.read(tc.base, last, fromKey("")); ok {
+				t.Errorf("read from base %d answered %q from the ring", tc.base, revsOf(evs))
+			}
+		})
+	}
+}
+
+func TestHubRead(t *testing.T) {
+	h := newHub(1, 1<<20)
+	h.publish(2, []*Event{ev(2, "a", 100), ev(2, "b", 100)})
+	h.publish(3, []*Event{ev(3, "c", 100)})
+	h.publish(5, []*Event{ev(5, "a", 100), ev(5, "bb", 100), ev(5, "d", 100)})
+	h.publish(6, []*Event{ev(6, "b", 100)})
+	for _, tc := range []struct {
+		from, to int64
+		kr       KeyRange
+		ok       bool
+		want     string
+	}{
+		{from: 2, to: 6, kr: fromKey(""), ok: true, want: "2:a 2:b 3:c 5:a 5:bb 5:d 6:b"},
+		{from: 3, to: 5, kr: fromKey(""), ok: true, want: "3:c 5:a 5:bb 5:d"},
+		{from: 4, to: 4, kr: fromKey(""), ok: true, want: ""},
+		{from: 4, to: 6, kr: fromKey(""), ok: true, want: "5:a 5:bb 5:d 6:b"},
+		{from: 7, to: 9, kr: fromKey(""), ok: true, want: ""},
+		{from: 2, to: 6, kr: single("b"), ok: true, want: "2:b 6:b"},
+		{from: 2, to: 6, kr: span("b", "c"), ok: true, want: "2:b 5:bb 6:b"},
+		{from: 2, to: 6, kr: fromKey("c"), ok: true, want: "3:c 5:d"},
+		{from: 2, to: 6, kr: span("x", "y"), ok: true, want: ""},
+		{from: 3, to: 6, kr: span("d", "a"), ok: true, want: ""},
+		// At or below base the ring cannot know what it lacks.
+		{from: 1, to: 6, kr: fromKey(""), ok: false},
+		{from: 0, to: 6, kr: fromKey(""), ok: false},
+	} {
+		got, ok := h.read(tc.from, tc.to, tc.kr)
+		if ok != tc.ok || revsOf(got) != tc.want {
+			t.Errorf("read(%d, %d, %s) = %q, %v; want %q, %v", tc.from, tc.to, fmtRange(tc.kr), revsOf(got), ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestHubWakes(t *testing.T) {
+	h := newHub(4, 1<<20)
+	rev, wake, closed := h.state()
+	if rev != 4 || closed || isClosed(wake) {
+		t.Fatalf("new hub: rev %d closed %v woken %v", rev, closed, isClosed(wake))
+	}
+
+	h.publish(5, []*Event{ev(5, "a", 100)})
+	if !isClosed(wake) {
+		t.Fatal("publish did not wake the earlier state's waiters")
+	}
+	rev, wake2, closed := h.state()
+	if rev != 5 || closed || isClosed(wake2) {
+		t.Fatalf("after publish: rev %d closed %v woken %v", rev, closed, isClosed(wake2))
+	}
+
+	h.close()
+	if !isClosed(wake2) {
+		t.Fatal("close did not wake the waiters")
+	}
+	if rev, _, closed := h.state(); rev != 5 || !closed {
+		t.Fatalf("after close: rev %d closed %v", rev, closed)
+	}
+	h.close() // a second close is harmless
+}

@@ -1,0 +1,340 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// fakeBackend answers what the watch engine asks of a store; any other
+// method panics on the nil embedded Backend.
+type fakeBackend struct {
+	mvcc.Backend
+	floor, retainFloor int64
+	events             func(from, to int64) ([]*mvcc.Event, error)
+}
+
+func (f *fakeBackend) ClusterID() uint64  { return 0xc1 }
+func (f *fakeBackend) MemberID() uint64   { return 0xe1 }
+func (f *fakeBackend) Floor() int64       { return f.floor }
+func (f *fakeBackend) RetainFloor() int64 { return f.retainFloor }
+func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, error) {
+	return f.events(from, to)
+}
+
+// captureStream records what a watch stream sends.
+type captureStream struct {
+	pb.Watch_WatchServer
+	sent []*pb.WatchResponse
+}
+
+func (c *captureStream) Send(r *pb.WatchResponse) error {
+	c.sent = append(c.sent, r)
+	return nil
+}
+
+func newTestStream(b *fakeBackend, maxRequestBytes int) (*watchStream, *captureStream) {
+	cs := &captureStream{}
+	s := New(Config{Backend: b, MaxRequestBytes: maxRequestBytes})
+	return &watchStream{s: s, stream: cs, watchers: map[int64]*watcher{}}, cs
+}
+
+func kv(key string, rev int64, value string) *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev, CreateRevision: rev, Version: 1, Value: []byte(value)}
+}
+
+func putEv(key string, rev int64, prev *mvccpb.KeyValue) *mvcc.Event {
+	return &mvcc.Event{Type: mvccpb.PUT, Kv: kv(key, rev, "v"), PrevKv: prev}
+}
+
+func delEv(key string, rev int64, prev *mvccpb.KeyValue) *mvcc.Event {
+	return &mvcc.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}, PrevKv: prev}
+}
+
+// describe lists events as TYPE key@rev, with "+prev" when one is sent.
+func describe(evs []*mvccpb.Event) string {
+	parts := make([]string, len(evs))
+	for i, e := range evs {
+		parts[i] = fmt.Sprintf("%v %s@%d", e.Type, e.Kv.Key, e.Kv.ModRevision)
+		if e.PrevKv != nil {
+			parts[i] += "+prev"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestWatcherToSend(t *testing.T) {
+	evs := func() []*mvcc.Event {
+		return []*mvcc.Event{
+			putEv("a", 5, nil), // a create has no prev_kv
+			putEv("a", 6, kv("a", 5, "v")),
+			delEv("a", 7, kv("a", 6, "v")),
+			putEv("b", 8, kv("b", 3, "v")),
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		w     watcher
+		floor int64
+		want  string
+	}{
+		{name: "everything, no prev_kv", w: watcher{}, want: "PUT a@5, PUT a@6, DELETE a@7, PUT b@8"},
+		{name: "prev_kv when asked", w: watcher{prevKV: true}, want: "PUT a@5, PUT a@6+prev, DELETE a@7+prev, PUT b@8+prev"},
+		{name: "NOPUT", w: watcher{noPut: true, prevKV: true}, want: "DELETE a@7+prev"},
+		{name: "NODELETE", w: watcher{noDelete: true}, want: "PUT a@5, PUT a@6, PUT b@8"},
+		{name: "NOPUT and NODELETE", w: watcher{noPut: true, noDelete: true}, want: ""},
+		// prev_kv is read at revision-1, which must not be below the floor.
+		{name: "prev_kv at the floor", w: watcher{prevKV: true}, floor: 6, want: "PUT a@5, PUT a@6, DELETE a@7+prev, PUT b@8+prev"},
+		{name: "prev_kv above the floor", w: watcher{prevKV: true}, floor: 7, want: "PUT a@5, PUT a@6, DELETE a@7, PUT b@8+prev"},
+		{name: "no prev_kv above any event", w: watcher{prevKV: true}, floor: 9, want: "PUT a@5, PUT a@6, DELETE a@7, PUT b@8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := evs()
+			got := tc.w.toSend(in, tc.floor)
+			if d := describe(got); d != tc.want {
+				t.Fatalf("sent %q, want %q", d, tc.want)
+			}
+			for _, e := range got {
+				if e.PrevKv != nil && e.PrevKv.ModRevision >= e.Kv.ModRevision {
+					t.Fatalf("%s@%d carries prev_kv at %d", e.Kv.Key, e.Kv.ModRevision, e.PrevKv.ModRevision)
+				}
+			}
+			// The store's events are shared with other watchers: untouched.
+			if in[1].PrevKv == nil || in[2].PrevKv == nil {
+				t.Fatal("toSend changed the store's events")
+			}
+		})
+	}
+}
+
+func TestNextResponse(t *testing.T) {
+	type resp struct {
+		n   int
+		rev int64
+	}
+	for _, tc := range []struct {
+		name string
+		revs []int64
+		upto int64
+		max  int
+		want []resp
+	}{
+		{name: "one response reports upto", revs: []int64{3, 4, 5}, upto: 9, max: 1000, want: []resp{{3, 9}}},
+		{name: "split at the limit", revs: []int64{3, 4, 5}, upto: 5, max: 2, want: []resp{{2, 4}, {1, 5}}},
+		{name: "one per response", revs: []int64{2, 3}, upto: 7, max: 1, want: []resp{{1, 2}, {1, 7}}},
+		{name: "a revision is never split", revs: []int64{2, 2, 3, 3, 3, 4}, upto: 10, max: 2, want: []resp{{2, 2}, {3, 3}, {1, 10}}},
+		{name: "one revision over the limit goes whole", revs: []int64{2, 2, 2, 2}, upto: 2, max: 1, want: []resp{{4, 2}}},
+		{name: "the last revision runs to the end", revs: []int64{5, 6, 6}, upto: 8, max: 2, want: []resp{{3, 8}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := make([]*mvccpb.Event, len(tc.revs))
+			for i, r := range tc.revs {
+				evs[i] = &mvccpb.Event{Kv: kv(fmt.Sprint(i), r, "")}
+			}
+			var got []resp
+			for rest := evs; len(rest) > 0; {
+				n, rev := nextResponse(rest, tc.upto, tc.max)
+				if n < 1 || n > len(rest) {
+					t.Fatalf("nextResponse took %d of %d events", n, len(rest))
+				}
+				// A header never claims an event it does not carry.
+				if rev < rest[n-1].Kv.ModRevision || (n < len(rest) && rev >= rest[n].Kv.ModRevision) {
+					t.Fatalf("header %d for events up to %d", rev, rest[n-1].Kv.ModRevision)
+				}
+				got = append(got, resp{n, rev})
+				rest = rest[n:]
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("responses (events, header) %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// sizedEvents returns events whose encoded sizes are those given.
+func sizedEvents(t *testing.T, sizes ...int) []*mvccpb.Event {
+	t.Helper()
+	out := make([]*mvccpb.Event, len(sizes))
+	for i, size := range sizes {
+		e := &mvccpb.Event{Kv: kv(fmt.Sprintf("k%d", i), int64(i+2), "")}
+		for proto.Size(e) < size {
+			e.Kv.Value = append(e.Kv.Value, 'v')
+		}
+		if got := proto.Size(e); got != size {
+			t.Fatalf("event %d: no value gives size %d (%d)", i, size, got)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// TestFragments follows etcd v3.6.16's sendFragments
+// (server/etcdserver/api/v3rpc/watch.go): a response of maxRequestBytes or
+// more with two events or more goes in fragments, each filled with events
+// while it stays under the limit as encoded.
+func TestFragments(t *testing.T) {
+	hdr := &pb.ResponseHeader{ClusterId: 0xc1, MemberId: 0xe1, Revision: 42, RaftTerm: 1}
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		// The limit: limit, or with fit the size of a fragment of the
+		// first fit events, plus slack.
+		limit, fit, slack int
+		want              []int // events per response
+	}{
+		{name: "under the limit", sizes: []int{100, 100, 100}, limit: 10000, want: []int{3}},
+		{name: "one event over the limit", sizes: []int{1000}, limit: 200, want: []int{1}},
+		{name: "split", sizes: []int{100, 100, 100, 100, 100}, limit: 250, want: []int{2, 2, 1}},
+		{name: "an event over the limit goes alone", sizes: []int{100, 300, 100}, limit: 250, want: []int{1, 1, 1}},
+		{name: "two fit, one byte under", sizes: []int{100, 100, 100, 100, 100}, fit: 2, slack: 1, want: []int{2, 2, 1}},
+		{name: "two reach the limit", sizes: []int{100, 100, 100, 100, 100}, fit: 2, want: []int{1, 1, 1, 1, 1}},
+		{name: "larger events later", sizes: []int{100, 100, 150, 150, 150}, fit: 2, slack: 1, want: []int{2, 1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &pb.WatchResponse{Header: hdr, WatchId: 3, Events: sizedEvents(t, tc.sizes...)}
+			limit := tc.limit
+			if tc.fit > 0 {
+				limit = proto.Size(&pb.WatchResponse{Header: hdr, WatchId: 3, Fragment: true, Events: r.Events[:tc.fit]}) + tc.slack
+			}
+			frags := fragments(r, limit)
+			if len(frags) == 1 && frags[0] != r {
+				t.Fatal("a response that needs no fragments was copied")
+			}
+			var got []int
+			var events []*mvccpb.Event
+			for i, f := range frags {
+				got = append(got, len(f.Events))
+				events = append(events, f.Events...)
+				if last := i == len(frags)-1; f.Fragment == last {
+					t.Errorf("fragment %d of %d: Fragment %v", i+1, len(frags), f.Fragment)
+				}
+				if f.Header != r.Header || f.WatchId != r.WatchId {
+					t.Errorf("fragment %d: header %v watch %d", i+1, f.Header, f.WatchId)
+				}
+				if len(frags) > 1 && len(f.Events) > 1 && proto.Size(f) >= limit {
+					t.Errorf("fragment %d: %d bytes, limit %d", i+1, proto.Size(f), limit)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("responses of %v events, want %v", got, tc.want)
+			}
+			for i := range events {
+				if events[i] != r.Events[i] {
+					t.Fatalf("event %d out of order", i)
+				}
+			}
+		})
+	}
+
+	// At exactly the limit a response is fragmented; one byte under, not.
+	r := &pb.WatchResponse{Header: hdr, WatchId: 3, Events: sizedEvents(t, 100, 100, 100)}
+	if frags := fragments(r, proto.Size(r)+1); len(frags) != 1 || frags[0] != r {
+		t.Errorf("a response one byte under the limit went in %d fragments", len(frags))
+	}
+	if frags := fragments(r, proto.Size(r)); len(frags) < 2 {
+		t.Errorf("a response at the limit was not fragmented")
+	}
+}
+
+// sent lists the responses as "rev:events" (with "f" when flagged
+// Fragment), checking what every response shares.
+func sent(t *testing.T, rs []*pb.WatchResponse, id int64) string {
+	t.Helper()
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		if r.WatchId != id || r.Header.ClusterId != 0xc1 || r.Header.MemberId != 0xe1 || r.Header.RaftTerm != 1 {
+			t.Fatalf("response %d: watch %d header %v", i, r.WatchId, r.Header)
+		}
+		parts[i] = fmt.Sprintf("%d:%d", r.Header.Revision, len(r.Events))
+		if r.Fragment {
+			parts[i] += "f"
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestSendEvents(t *testing.T) {
+	// 1200 events, three per revision from 10 on: the 1000th event's
+	// revision runs to the 1002nd.
+	var many []*mvcc.Event
+	for i := range 1200 {
+		many = append(many, putEv(fmt.Sprint(i), 10+int64(i/3), nil))
+	}
+	big := []*mvcc.Event{putEv("a", 5, nil), putEv("b", 5, nil), putEv("c", 6, nil)}
+	for _, e := range big {
+		e.Kv.Value = []byte(strings.Repeat("x", 400))
+	}
+	for _, tc := range []struct {
+		name     string
+		w        watcher
+		evs      []*mvcc.Event
+		upto     int64
+		maxBytes int
+		want     string
+	}{
+		{name: "nothing to send", w: watcher{id: 1, noPut: true}, evs: big, upto: 6, want: ""},
+		{name: "one response", w: watcher{id: 1}, evs: big, upto: 9, want: "9:3"},
+		{name: "over maxEventsPerResp, split between revisions", w: watcher{id: 2}, evs: many, upto: 500, want: "343:1002 500:198"},
+		{name: "large, not asked to fragment", w: watcher{id: 3}, evs: big, upto: 6, maxBytes: 500, want: "6:3"},
+		{name: "large, fragmented", w: watcher{id: 4, fragment: true}, evs: big, upto: 6, maxBytes: 500, want: "6:1f 6:1f 6:1"},
+		{name: "asked to fragment, fits", w: watcher{id: 5, fragment: true}, evs: big, upto: 6, maxBytes: 1 << 20, want: "6:3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, cs := newTestStream(&fakeBackend{}, tc.maxBytes)
+			if err := st.sendEvents(&tc.w, tc.evs, tc.upto); err != nil {
+				t.Fatal(err)
+			}
+			if got := sent(t, cs.sent, tc.w.id); got != tc.want {
+				t.Fatalf("sent %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeliverCancelsBelowFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    *fakeBackend
+		want *pb.WatchResponse
+	}{
+		{
+			name: "history pruned before the read",
+			b: &fakeBackend{events: func(from, to int64) ([]*mvcc.Event, error) {
+				return nil, &mvcc.BelowFloorError{Floor: 8}
+			}},
+			want: &pb.WatchResponse{WatchId: 1, Canceled: true, CompactRevision: 8},
+		},
+		{
+			// Retention raised its floor past the watcher while it read: the
+			// read may have missed pruned events.
+			name: "floor raised during the read",
+			b: &fakeBackend{floor: 9, retainFloor: 6, events: func(from, to int64) ([]*mvcc.Event, error) {
+				return []*mvcc.Event{putEv("a", 6, nil)}, nil
+			}},
+			want: &pb.WatchResponse{WatchId: 1, Canceled: true, CompactRevision: 9},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, cs := newTestStream(tc.b, 0)
+			st.watchers[1] = &watcher{id: 1, next: 5, kr: mvcc.NewKeyRange([]byte("a"), nil)}
+			behind, err := st.deliver(context.Background(), 12)
+			if err != nil || behind {
+				t.Fatalf("deliver: behind %v, %v", behind, err)
+			}
+			if len(cs.sent) != 1 || st.watchers[1] != nil {
+				t.Fatalf("sent %v, watchers %v", cs.sent, st.watchers)
+			}
+			got := cs.sent[0]
+			if got.Header.Revision != 12 || got.WatchId != tc.want.WatchId || !got.Canceled || got.CompactRevision != tc.want.CompactRevision || len(got.Events) != 0 {
+				t.Fatalf("sent %v, want %v at revision 12", got, tc.want)
+			}
+		})
+	}
+}
