@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/quantyroot/quantykube/pkg/apiagg"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/server"
@@ -68,6 +69,16 @@ func newServeFlags() *serveFlags {
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
+	api := &cfg.AggregatedAPI
+	fs.StringVar(&api.Listen, "api-listen", "", "also serve History as the aggregated Kubernetes API quanty.quantyroot.io/v1alpha1 on host:port (docs/AGGREGATED-API.md); off when empty")
+	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc")
+	fs.StringVar(&api.KeyFile, "api-key", "", "aggregated API: serving key")
+	fs.StringVar(&api.ClientCAFile, "api-client-ca", "", "aggregated API: kube-apiserver's front-proxy CA (its --requestheader-client-ca-file); only clients it signed may call")
+	fs.StringSliceVar(&api.AllowedNames, "api-allowed-names", []string{apiagg.DefaultAllowedName}, "aggregated API: front-proxy certificate names accepted (its --requestheader-allowed-names); empty accepts any name the CA signed")
+	fs.StringSliceVar(&api.RawAccessGroups, "api-raw-access-groups", []string{apiagg.DefaultRawAccessGroup}, "aggregated API: groups that may read and restore keys holding no Kubernetes object")
+	fs.StringVar(&api.Kubeconfig, "api-kubeconfig", "", "aggregated API: kubeconfig for SubjectAccessReviews, which check each caller's access to the object (default: the pod's service account)")
+	fs.BoolVar(&api.InsecureSkipObjectAuthorization, "api-insecure-skip-object-authorization", false, "aggregated API: do not check each caller's access to the object; anyone kube-apiserver lets through reads every object's history, Secrets included")
+	fs.StringVar(&api.EtcdPrefix, "api-etcd-prefix", "/registry", "aggregated API: kube-apiserver's --etcd-prefix, where its objects' keys begin")
 	fs.StringVar(&f.pprofAddr, "pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
 	fs.BoolVar(&f.debug, "debug", false, "log at debug level")
 	return f

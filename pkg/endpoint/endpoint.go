@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/quantyroot/quantykube/pkg/apiagg"
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
@@ -119,6 +120,9 @@ type Config struct {
 	// MetricsListenAddress, when set, serves Prometheus metrics at
 	// http://ADDRESS/metrics.
 	MetricsListenAddress string
+	// AggregatedAPI, when its Listen is set, also serves History as the
+	// Kubernetes aggregated API quanty.quantyroot.io (pkg/apiagg).
+	AggregatedAPI apiagg.Config
 	// ShutdownTimeout bounds how long Close waits for in-flight requests
 	// (default GracefulStopTimeout).
 	ShutdownTimeout time.Duration
@@ -139,6 +143,7 @@ type Server struct {
 	done      chan struct{}
 	serveErr  chan error
 	metrics   *http.Server
+	api       *apiagg.Server
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -241,21 +246,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.grpc = grpc.NewServer(opts...)
 	}
 	rpc.Register(s.grpc)
-	history.New(store).Register(s.grpc)
+	hist := history.New(store)
+	hist.Register(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, health.NewServer())
 	metrics.SetSource(store)
 	if cfg.MetricsRegisterer != nil {
 		if err := metrics.RegisterOn(cfg.MetricsRegisterer); err != nil {
-			lis.Close()
-			store.Close()
+			s.closeListeners()
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	if cfg.MetricsListenAddress != "" {
 		ml, err := net.Listen("tcp", cfg.MetricsListenAddress)
 		if err != nil {
-			lis.Close()
-			store.Close()
+			s.closeListeners()
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 		mux := http.NewServeMux()
@@ -263,6 +267,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go s.metrics.Serve(ml)
 		cfg.Logger.Info("serving metrics", "listen", "http://"+ml.Addr().String()+"/metrics")
+	}
+	if cfg.AggregatedAPI.Listen != "" {
+		acfg := cfg.AggregatedAPI
+		if acfg.Logger == nil {
+			acfg.Logger = cfg.Logger
+		}
+		api, err := apiagg.New(acfg, hist)
+		if err == nil {
+			err = api.Serve()
+		}
+		if err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("aggregated API: %w", err)
+		}
+		s.api = api
 	}
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()
 	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", redactDSN(cfg.Endpoint), "revision", store.Rev())
@@ -307,6 +326,13 @@ func (s *Server) Close() error {
 			s.grpc.Stop()
 			<-stopped
 		}
+		if s.api != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+			if err := s.api.Close(ctx); err != nil {
+				s.cfg.Logger.Warn("aggregated API: stopping", "err", err)
+			}
+			cancel()
+		}
 		if s.metrics != nil {
 			s.metrics.Close()
 		}
@@ -314,6 +340,15 @@ func (s *Server) Close() error {
 		s.closeErr = s.store.Close()
 	})
 	return s.closeErr
+}
+
+// closeListeners undoes a Start that failed after opening the store.
+func (s *Server) closeListeners() {
+	if s.metrics != nil {
+		s.metrics.Close()
+	}
+	s.lis.Close()
+	s.store.Close()
 }
 
 // redactDSN hides a password in an endpoint URL before it is logged.

@@ -201,6 +201,19 @@ func parseContinue(tok string) (mvcc.LogCursor, error) {
 // Restore writes the key back as it was, through the same write path as
 // every etcd write. A key that already has that state is left alone.
 func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb.RestoreResponse, error) {
+	return s.RestoreChecked(ctx, r, nil)
+}
+
+// RestoreCheck decides whether a restore may go on, given the key's state
+// now (cur, nil if absent) and the state it would write back (old, nil for
+// a delete). An error it returns ends the restore and is returned as it is.
+type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) error
+
+// RestoreChecked is Restore that asks check before every attempt, against
+// exactly the state the attempt's conditional write may replace: if the
+// key changes in between, the write fails and the next attempt asks again.
+// The aggregated API checks the caller's access to the object this way.
+func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, check RestoreCheck) (*historypb.RestoreResponse, error) {
 	if len(r.RangeEnd) != 0 {
 		return nil, invalid("range_end is for Log only: Restore writes one key")
 	}
@@ -225,10 +238,20 @@ func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		var curMod int64
+		var now *mvccpb.KeyValue
 		if len(cur.Kvs) == 1 {
-			curMod = cur.Kvs[0].ModRevision
-			if old != nil && bytes.Equal(cur.Kvs[0].Value, old.Value) {
+			now = cur.Kvs[0]
+		}
+		if check != nil {
+			// Before any answer: even "already as it was" shows the old value.
+			if err := check(ctx, now, old); err != nil {
+				return nil, err
+			}
+		}
+		var curMod int64
+		if now != nil {
+			curMod = now.ModRevision
+			if old != nil && bytes.Equal(now.Value, old.Value) {
 				return resp, nil // already as it was
 			}
 		} else if old == nil {

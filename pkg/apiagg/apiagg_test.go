@@ -1,0 +1,454 @@
+package apiagg_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/quantyroot/quantykube/pkg/apiagg"
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/history"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/proto/historypb"
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+// grants is a fake authorizer: the accesses it allows, per user, as
+// Access.String() renders them; it records every question.
+type grants struct {
+	mu    sync.Mutex
+	allow map[string][]string
+	asked []string
+}
+
+func (g *grants) Review(_ context.Context, u user.Info, a apiagg.Access) (bool, string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := u.GetName() + ": " + a.String()
+	g.asked = append(g.asked, q)
+	for _, s := range g.allow[u.GetName()] {
+		if s == a.String() {
+			return true, "", nil
+		}
+	}
+	return false, "no RBAC rule allows it", nil
+}
+
+func (g *grants) questions() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.asked...)
+}
+
+// env is the aggregated API over a store, and clients as the front proxy
+// and as others.
+type env struct {
+	t      *testing.T
+	store  *mvcc.Store
+	url    string
+	proxy  *http.Client // kube-apiserver's front proxy
+	grants *grants
+	audit  *framework.LogBuffer
+	pki    struct{ serving, front, other *framework.CA }
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, grants: &grants{allow: map[string][]string{}}, audit: &framework.LogBuffer{}}
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store, err = mvcc.Open(context.Background(), d, mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.store.Close() })
+
+	e.pki.serving = framework.NewCA(t, "serving-ca")
+	cert, key := e.pki.serving.Issue(t, framework.CertSpec{CommonName: "quantykube.kube-system.svc", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	e.pki.front = framework.NewCA(t, "front-proxy-ca")
+	e.pki.other = framework.NewCA(t, "other-ca")
+	srv, err := apiagg.New(apiagg.Config{
+		Listen: "127.0.0.1:0", CertFile: cert, KeyFile: key, ClientCAFile: e.pki.front.CertFile,
+		Reviewer: e.grants, Logger: slog.New(slog.NewTextHandler(e.audit, nil)),
+	}, history.New(e.store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	e.url = "https://" + srv.Addr().String()
+	e.proxy = e.client(e.pki.front, "front-proxy-client")
+	return e
+}
+
+// client is an HTTPS client with a client certificate named cn from ca
+// (no certificate when ca is nil), trusting the serving CA.
+func (e *env) client(ca *framework.CA, cn string) *http.Client {
+	roots := x509.NewCertPool()
+	roots.AddCert(e.pki.serving.Cert)
+	tc := &tls.Config{RootCAs: roots}
+	if ca != nil {
+		cf, kf := ca.Issue(e.t, framework.CertSpec{CommonName: cn, Client: true})
+		c, err := tls.LoadX509KeyPair(cf, kf)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		// Sent whatever CAs the server says it accepts: a client that
+		// forges its way in would.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c, nil }
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 20 * time.Second}
+}
+
+// as is a request from the front proxy on behalf of a user.
+func (e *env) as(c *http.Client, method, path string, body []byte, name string, groups ...string) (int, []byte, http.Header) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if name != "" {
+		req.Header.Set("X-Remote-User", name)
+	}
+	for _, g := range groups {
+		req.Header.Add("X-Remote-Group", g)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func q(r *historypb.Request) string {
+	b, err := proto.Marshal(r)
+	if err != nil {
+		panic(err)
+	}
+	return "?q=" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (e *env) put(key, value string) int64 {
+	e.t.Helper()
+	resp, err := e.store.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: []byte(value)}}}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+func (e *env) del(key string) int64 {
+	e.t.Helper()
+	resp, err := e.store.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// status decodes a Status answer.
+func status(t *testing.T, b []byte) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(b, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("not a Status: %v %q", err, b)
+	}
+	return st
+}
+
+const base = "/apis/quanty.quantyroot.io/v1alpha1"
+
+func TestDiscovery(t *testing.T) {
+	e := newEnv(t)
+	code, b, _ := e.as(e.proxy, "GET", base, nil, "system:kube-aggregator")
+	var rl metav1.APIResourceList
+	if err := json.Unmarshal(b, &rl); code != 200 || err != nil || rl.GroupVersion != "quanty.quantyroot.io/v1alpha1" || len(rl.APIResources) != 3 {
+		t.Fatalf("resource list: %d %v %s", code, err, b)
+	}
+	verbs := map[string]string{}
+	for _, r := range rl.APIResources {
+		verbs[r.Name] = strings.Join(r.Verbs, ",")
+		if r.Namespaced {
+			t.Errorf("%s is namespaced", r.Name)
+		}
+	}
+	if verbs["logs"] != "list" || verbs["objects"] != "list" || verbs["restores"] != "create" {
+		t.Errorf("verbs %v: a GET without a name is list, a POST is create", verbs)
+	}
+
+	req, _ := http.NewRequest("GET", e.url+"/apis", nil)
+	req.Header.Set("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
+	req.Header.Set("X-Remote-User", "system:kube-aggregator")
+	resp, err := e.proxy.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var dl apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(b, &dl); err != nil || resp.StatusCode != 200 || len(dl.Items) != 1 || dl.Items[0].Name != apiagg.Group ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json;g=apidiscovery.k8s.io;v=v2") {
+		t.Fatalf("aggregated discovery: %d %s %v %s", resp.StatusCode, resp.Header.Get("Content-Type"), err, b)
+	}
+
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	resp, err = e.proxy.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotAcceptable || status(t, b).Code != 406 {
+		t.Fatalf("protobuf discovery: %d %s, want 406", resp.StatusCode, b)
+	}
+
+	for path, want := range map[string]int{"/openapi/v2": 404, "/openapi/v3": 404, base + "/widgets": 404} {
+		if code, b, _ := e.as(e.proxy, "GET", path, nil, "u"); code != want || status(t, b).Code != int32(want) {
+			t.Errorf("GET %s: %d %s", path, code, b)
+		}
+	}
+	if code, b, h := e.as(e.proxy, "DELETE", base+"/logs", nil, "u"); code != 405 || status(t, b).Reason != metav1.StatusReasonMethodNotAllowed || h.Get("Allow") != "GET" {
+		t.Errorf("DELETE logs: %d %s", code, b)
+	}
+	if code, _, _ := e.as(e.proxy, "GET", base+"/restores", nil, "u"); code != 405 {
+		t.Errorf("GET restores: %d, want 405", code)
+	}
+}
+
+// Only the front proxy may call, and only with an identity; probes reach
+// the health checks without a certificate.
+func TestFrontProxyOnly(t *testing.T) {
+	e := newEnv(t)
+	e.put("/registry/configmaps/ns1/c", "v")
+	e.grants.allow["mallory"] = []string{"get configmaps c in namespace ns1"}
+	path := base + "/objects" + q(&historypb.Request{Key: []byte("/registry/configmaps/ns1/c")})
+
+	// The front proxy's client, the caller's headers: allowed.
+	if code, b, _ := e.as(e.proxy, "GET", path, nil, "mallory"); code != 200 {
+		t.Fatalf("front proxy: %d %s", code, b)
+	}
+	// The front-proxy CA, but another name, forging the headers.
+	other := e.client(e.pki.front, "not-the-front-proxy")
+	if code, b, _ := e.as(other, "GET", path, nil, "mallory", "system:masters"); code != 401 {
+		t.Errorf("another name from the front-proxy CA: %d %s, want 401", code, b)
+	}
+	// Another CA entirely, with the allowed name: the handshake itself fails.
+	if resp, err := e.client(e.pki.other, "front-proxy-client").Get(e.url + path); err == nil {
+		resp.Body.Close()
+		t.Errorf("a client certificate from another CA was accepted: %d", resp.StatusCode)
+	} else if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("another CA: %v", err)
+	}
+	// No certificate, forged headers.
+	none := e.client(nil, "")
+	if code, _, _ := e.as(none, "GET", path, nil, "mallory", "system:masters"); code != 401 {
+		t.Errorf("no certificate: %d, want 401", code)
+	}
+	// The front proxy without X-Remote-User.
+	if code, _, _ := e.as(e.proxy, "GET", path, nil, ""); code != 401 {
+		t.Errorf("no X-Remote-User: %d, want 401", code)
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/livez"} {
+		if code, b, _ := e.as(none, "GET", p, nil, ""); code != 200 || string(b) != "ok" {
+			t.Errorf("%s without a certificate: %d %q", p, code, b)
+		}
+	}
+	if !strings.Contains(e.audit.String(), "refused an unauthenticated request") {
+		t.Error("refusals are not in the audit log")
+	}
+}
+
+// Each read asks, as the caller, for access to exactly what it names.
+func TestReadsAskForTheObject(t *testing.T) {
+	e := newEnv(t)
+	rev := e.put("/registry/secrets/ns1/s", "old")
+	e.put("/registry/secrets/ns1/s", "new")
+	e.put("/registry/ranges/serviceips", "bitmap")
+	e.grants.allow["alice"] = []string{"get secrets s in namespace ns1", "list secrets in namespace ns1"}
+
+	get := base + "/objects" + q(&historypb.Request{Key: []byte("/registry/secrets/ns1/s"), Revision: rev})
+	code, b, h := e.as(e.proxy, "GET", get, nil, "alice", "devs")
+	var gr historypb.GetResponse
+	if code != 200 || h.Get("Content-Type") != "application/vnd.google.protobuf" || proto.Unmarshal(b, &gr) != nil || string(gr.Kv.GetValue()) != "old" {
+		t.Fatalf("get as alice: %d %s %v", code, h.Get("Content-Type"), &gr)
+	}
+	code, b, _ = e.as(e.proxy, "GET", get, nil, "bob")
+	st := status(t, b)
+	if code != 403 || st.Reason != metav1.StatusReasonForbidden || !strings.Contains(st.Message, `User "bob" cannot get resource "secrets"`) ||
+		!strings.Contains(st.Message, `in the namespace "ns1"`) {
+		t.Fatalf("get as bob: %d %s", code, st.Message)
+	}
+	if !strings.Contains(e.audit.String(), "audit: denied") || !strings.Contains(e.audit.String(), "user=bob") {
+		t.Error("the denial is not in the audit log")
+	}
+
+	log := base + "/logs" + q(&historypb.Request{Key: []byte("/registry/secrets/ns1/"), RangeEnd: []byte("/registry/secrets/ns10")})
+	code, b, _ = e.as(e.proxy, "GET", log, nil, "alice")
+	var lr historypb.LogResponse
+	if code != 200 || proto.Unmarshal(b, &lr) != nil || len(lr.Entries) != 2 {
+		t.Fatalf("namespace log as alice: %d %v", code, &lr)
+	}
+	allNS := base + "/logs" + q(&historypb.Request{Key: []byte("/registry/secrets/"), RangeEnd: []byte("/registry/secrets0")})
+	if code, _, _ := e.as(e.proxy, "GET", allNS, nil, "alice"); code != 403 {
+		t.Errorf("every namespace's secrets as alice (list in ns1 only): %d, want 403", code)
+	}
+
+	raw := base + "/objects" + q(&historypb.Request{Key: []byte("/registry/ranges/serviceips")})
+	if code, _, _ := e.as(e.proxy, "GET", raw, nil, "alice"); code != 403 {
+		t.Errorf("a raw key as alice: %d, want 403", code)
+	}
+	if code, b, _ := e.as(e.proxy, "GET", raw, nil, "root", "system:masters"); code != 200 {
+		t.Errorf("a raw key as system:masters: %d %s", code, b)
+	}
+	wide := base + "/logs" + q(&historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0")})
+	if code, _, _ := e.as(e.proxy, "GET", wide, nil, "alice"); code != 403 {
+		t.Errorf("a range over every resource as alice: %d, want 403", code)
+	}
+
+	want := []string{
+		"alice: get secrets s in namespace ns1", "bob: get secrets s in namespace ns1",
+		"alice: list secrets in namespace ns1", "alice: list secrets",
+	}
+	if got := e.grants.questions(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("questions asked:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A restore asks for the verb of the change it makes: update, create,
+// delete; a refused restore writes nothing; an allowed one is audited.
+func TestRestoreVerbs(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/configmaps/ns1/app"
+	created := e.put(key, "v1")
+	e.put(key, "v2")
+	deleted := e.del(key)
+	restore := func(user string, rev int64, contentType string) (int, []byte) {
+		body, _ := proto.Marshal(&historypb.Request{Key: []byte(key), Revision: rev})
+		req, _ := http.NewRequest("POST", e.url+base+"/restores", bytes.NewReader(body))
+		req.Header.Set("X-Remote-User", user)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := e.proxy.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+
+	// Bringing the deleted object back is a create: refused without it.
+	if code, b := restore("bob", created, ""); code != 403 || !strings.Contains(status(t, b).Message, "cannot create resource \"configmaps\"") {
+		t.Fatalf("restore as bob: %d %s", code, b)
+	}
+	if e.store.Rev() != deleted {
+		t.Fatal("a refused restore wrote")
+	}
+	e.grants.allow["carol"] = []string{"create configmaps in namespace ns1", "update configmaps app in namespace ns1", "delete configmaps app in namespace ns1"}
+	code, b := restore("carol", created, "") // no Content-Type, as kubectl create --raw -f sends
+	var rr historypb.RestoreResponse
+	if code != 200 || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != deleted+1 || string(rr.Kv.GetValue()) != "v1" {
+		t.Fatalf("restore as carol: %d %v", code, &rr)
+	}
+	if code, _ := restore("carol", created+1, "application/octet-stream"); code != 200 {
+		t.Fatalf("restore to v2 (an update): %d", code)
+	}
+	if code, _ := restore("carol", deleted, "application/vnd.google.protobuf"); code != 200 {
+		t.Fatalf("restore to deleted (a delete): %d", code)
+	}
+	var carol []string
+	for _, q := range e.grants.questions() {
+		if strings.HasPrefix(q, "carol:") {
+			carol = append(carol, strings.Fields(q)[1])
+		}
+	}
+	if strings.Join(carol, ",") != "create,update,delete" {
+		t.Errorf("carol was asked for %v, want create, update, delete", carol)
+	}
+	if n := strings.Count(e.audit.String(), "audit: restore"); n != 3 || !strings.Contains(e.audit.String(), "user=carol") {
+		t.Errorf("%d restores audited:\n%s", n, e.audit.String())
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t)
+	e.put("/registry/configmaps/ns1/c", "v")
+	e.grants.allow["u"] = []string{"get configmaps c in namespace ns1"}
+	cases := []struct {
+		name, method, path string
+		body               []byte
+		code               int
+	}{
+		{"no q", "GET", base + "/objects", nil, 400},
+		{"q not base64", "GET", base + "/objects?q=%%%", nil, 400},
+		{"q not a Request", "GET", base + "/objects?q=" + base64.RawURLEncoding.EncodeToString([]byte{0xff, 0xff, 0xff}), nil, 400},
+		{"two q", "GET", base + "/objects" + q(&historypb.Request{Key: []byte("k")}) + "&q=AA", nil, 400},
+		{"no key", "GET", base + "/objects" + q(&historypb.Request{Revision: 1}), nil, 400},
+		{"revision and time", "GET", base + "/objects" + q(&historypb.Request{Key: []byte("/registry/configmaps/ns1/c"), Revision: 1, UnixMs: 1}), nil, 400},
+		{"future revision", "GET", base + "/objects" + q(&historypb.Request{Key: []byte("/registry/configmaps/ns1/c"), Revision: 1000}), nil, 410},
+		{"q too large", "GET", base + "/objects?q=" + strings.Repeat("A", 100<<10), nil, 413},
+		{"body not a Request", "POST", base + "/restores", []byte("{\"key\": \"x\"}"), 400},
+		{"body too large", "POST", base + "/restores", bytes.Repeat([]byte{0}, 100<<10), 413},
+	}
+	for _, c := range cases {
+		code, b, _ := e.as(e.proxy, c.method, c.path, c.body, "u")
+		if code != c.code || status(t, b).Code != int32(c.code) {
+			t.Errorf("%s: %d %s, want %d", c.name, code, b, c.code)
+		}
+	}
+	code, b, _ := e.as(e.proxy, "GET", base+"/objects"+q(&historypb.Request{Key: []byte("/registry/configmaps/ns1/c"), Revision: 1000}), nil, "u")
+	if st := status(t, b); code != 410 || st.Reason != metav1.StatusReasonExpired {
+		t.Errorf("out of range: %d %s, want 410 Expired", code, st.Reason)
+	}
+}
+
+// Without credentials for SubjectAccessReviews the server refuses to
+// start, unless the operator turns the check off by name.
+func TestNeedsCredentialsForReviews(t *testing.T) {
+	ca := framework.NewCA(t, "ca")
+	cert, key := ca.Issue(t, framework.CertSpec{CommonName: "s", DNSNames: []string{"s"}})
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	cfg := apiagg.Config{Listen: "127.0.0.1:0", CertFile: cert, KeyFile: key, ClientCAFile: ca.CertFile}
+	_, err := apiagg.New(cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), "--api-kubeconfig") || !strings.Contains(err.Error(), "--api-insecure-skip-object-authorization") {
+		t.Fatalf("no credentials: %v", err)
+	}
+	cfg.InsecureSkipObjectAuthorization = true
+	if _, err := apiagg.New(cfg, nil); err != nil {
+		t.Fatalf("with the check off: %v", err)
+	}
+	cfg.Kubeconfig = filepath.Join(t.TempDir(), "missing")
+	cfg.InsecureSkipObjectAuthorization = false
+	if _, err := apiagg.New(cfg, nil); err == nil {
+		t.Fatal("a missing kubeconfig was accepted")
+	}
+	if _, err := os.Stat(cfg.Kubeconfig); err == nil {
+		t.Fatal("the kubeconfig was created")
+	}
+}

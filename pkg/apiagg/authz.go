@@ -1,0 +1,218 @@
+package apiagg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/apiserver/pkg/authentication/user"
+	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quantyroot/quantykube/pkg/storagekey"
+)
+
+// Access is a question for kube-apiserver's authorizer: may the caller do
+// Verb to the object (Name set) or to every object of the resource in
+// Namespace (or in every namespace when it is empty)?
+type Access struct {
+	Verb string
+	storagekey.Resource
+	Namespace, Name string
+}
+
+func (a Access) String() string {
+	what := a.Resource.String()
+	if a.Name != "" {
+		what += " " + a.Name
+	}
+	if a.Namespace != "" {
+		return fmt.Sprintf("%s %s in namespace %s", a.Verb, what, a.Namespace)
+	}
+	return a.Verb + " " + what
+}
+
+// Reviewer answers an access question for a user, as kube-apiserver's
+// authorizer would (allowed, and why not).
+type Reviewer interface {
+	Review(ctx context.Context, u user.Info, a Access) (allowed bool, reason string, err error)
+}
+
+// Decisions are kept briefly, keyed by the whole identity and question: a
+// restore or a paged log asks the same question several times in a row,
+// and a revoked role takes effect within seconds.
+const (
+	allowTTL = 10 * time.Second
+	denyTTL  = 5 * time.Second
+)
+
+// sarReviewer asks kube-apiserver with a SubjectAccessReview as the caller.
+type sarReviewer struct {
+	client authzclient.SubjectAccessReviewInterface
+	cache  *cache.LRUExpireCache
+}
+
+type decision struct {
+	allowed bool
+	reason  string
+}
+
+func newSARReviewer(kubeconfig string) (*sarReviewer, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, errors.New("the aggregated API checks each caller's access to the objects in history with SubjectAccessReviews, " +
+				"and needs credentials for them: --api-kubeconfig, or running in a pod with a service account " +
+				"(--api-insecure-skip-object-authorization turns the check off: then anyone kube-apiserver lets through reads every object's history, Secrets included)")
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials for SubjectAccessReviews: %w", err)
+	}
+	c, err := authzclient.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("SubjectAccessReview client: %w", err)
+	}
+	return &sarReviewer{client: c.SubjectAccessReviews(), cache: cache.NewLRUExpireCache(4096)}, nil
+}
+
+func (r *sarReviewer) Review(ctx context.Context, u user.Info, a Access) (bool, string, error) {
+	spec := authzv1.SubjectAccessReviewSpec{
+		User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(),
+		ResourceAttributes: &authzv1.ResourceAttributes{
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource.Resource, Namespace: a.Namespace, Name: a.Name,
+		},
+	}
+	if extra := u.GetExtra(); len(extra) > 0 {
+		spec.Extra = map[string]authzv1.ExtraValue{}
+		for k, v := range extra {
+			spec.Extra[k] = v
+		}
+	}
+	key, err := json.Marshal(spec)
+	if err != nil {
+		return false, "", err
+	}
+	if d, ok := r.cache.Get(string(key)); ok {
+		return d.(decision).allowed, d.(decision).reason, nil
+	}
+	res, err := r.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
+	}
+	d := decision{allowed: res.Status.Allowed && !res.Status.Denied, reason: res.Status.Reason}
+	ttl := denyTTL
+	if d.allowed {
+		ttl = allowTTL
+	}
+	r.cache.Add(string(key), d, ttl)
+	return d.allowed, d.reason, nil
+}
+
+// authorizer decides each request from the key it names.
+type authorizer struct {
+	reviewer  Reviewer // nil: object authorization is off
+	rawGroups []string
+	keys      *storagekey.Table
+	log       *slog.Logger
+}
+
+// read allows a Log or Get of [key, end): get on the object for one key,
+// list on the resource in the namespace (or everywhere) for a range.
+func (z *authorizer) read(ctx context.Context, key, end []byte) error {
+	if len(end) == 0 {
+		o, ok := z.keys.Parse(key)
+		if !ok {
+			return z.raw(ctx, "read", key)
+		}
+		return z.check(ctx, Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name})
+	}
+	s, ok := z.keys.RangeScope(key, end)
+	if !ok {
+		return z.raw(ctx, "read", key)
+	}
+	return z.check(ctx, Access{Verb: "list", Resource: s.Resource, Namespace: s.Namespace})
+}
+
+// write allows a restore of key from its state now (cur) to old: update
+// an object that exists, create one that is brought back, delete one that
+// is restored to absence.
+func (z *authorizer) write(ctx context.Context, key []byte, cur, old bool) error {
+	o, ok := z.keys.Parse(key)
+	if !ok {
+		return z.raw(ctx, "restore", key)
+	}
+	verb := "update"
+	switch {
+	case !old:
+		verb = "delete"
+	case !cur:
+		verb = "create"
+	}
+	a := Access{Verb: verb, Resource: o.Resource, Namespace: o.Namespace, Name: o.Name}
+	if verb == "create" {
+		// RBAC cannot name an object that does not exist yet for create:
+		// kube-apiserver asks about the namespace, and so do we.
+		a.Name = ""
+	}
+	return z.check(ctx, a)
+}
+
+func (z *authorizer) check(ctx context.Context, a Access) error {
+	if z.reviewer == nil {
+		return nil
+	}
+	u := callerOf(ctx)
+	ok, reason, err := z.reviewer.Review(ctx, u, a)
+	if err != nil {
+		z.log.Error("audit: could not check access", "user", u.GetName(), "groups", u.GetGroups(), "access", a.String(), "err", err)
+		return unavailable("cannot check access with kube-apiserver: " + err.Error())
+	}
+	if !ok {
+		z.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "access", a.String(), "reason", reason)
+		return forbidden(u, a, reason)
+	}
+	return nil
+}
+
+// raw allows what no Kubernetes object stands behind to the raw-access
+// groups only.
+func (z *authorizer) raw(ctx context.Context, what string, key []byte) error {
+	u := callerOf(ctx)
+	for _, g := range u.GetGroups() {
+		if slices.Contains(z.rawGroups, g) {
+			return nil
+		}
+	}
+	reason := fmt.Sprintf("%q holds no Kubernetes object (or the range reaches past one resource): to %s it, be in one of the groups %v (--api-raw-access-groups)", key, what, z.rawGroups)
+	z.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "key", string(key), "reason", reason)
+	return apierrors.NewForbidden(schema.GroupResource{Group: Group, Resource: "keys"}, string(key), errors.New(reason))
+}
+
+// forbidden is kube-apiserver's own wording for a refused request.
+func forbidden(u user.Info, a Access, reason string) error {
+	where := "at the cluster scope"
+	if a.Namespace != "" {
+		where = fmt.Sprintf("in the namespace %q", a.Namespace)
+	}
+	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q %s", u.GetName(), a.Verb, a.Resource.Resource, a.Group, where)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.Group, Resource: a.Resource.Resource}, a.Name,
+		errors.New(msg+" (history is never wider than access to the object)"))
+}
