@@ -317,6 +317,69 @@ func TestTxnNested(t *testing.T) {
 	})
 }
 
+// TestTxnNestedSameKeyInBothBranches: a nested Txn may write one key in
+// its then and in its else branch, since only one of them runs; etcd allows
+// it (a put in one branch and a delete in the other too) and applies the
+// branch its compare picks. Two sibling nested Txns writing one key are
+// still a duplicate.
+func TestTxnNestedSameKeyInBothBranches(t *testing.T) {
+	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+		cli := s.Client(t)
+		ctx := testCtx(t)
+		_, err := cli.Put(ctx, "k", "v") // 2
+		must(t, err)
+		_, err = cli.Put(ctx, "y", "old") // 3
+		must(t, err)
+
+		nested := func(want string) clientv3.Op {
+			return clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value("k"), "=", want)},
+				[]clientv3.Op{clientv3.OpPut("x", "then"), clientv3.OpDelete("y")},
+				[]clientv3.Op{clientv3.OpPut("x", "else"), clientv3.OpPut("y", "else")},
+			)
+		}
+		// The nested compare holds: its then branch runs.
+		tr, err := cli.Txn(ctx).Then(nested("v")).Commit()
+		must(t, err)
+		inner := tr.Responses[0].GetResponseTxn()
+		if !tr.Succeeded || tr.Header.Revision != 4 || inner == nil || !inner.Succeeded || len(inner.Responses) != 2 ||
+			inner.Responses[0].GetResponsePut() == nil || inner.Responses[1].GetResponseDeleteRange().GetDeleted() != 1 {
+			t.Fatalf("nested then: succeeded %v rev %d inner %+v", tr.Succeeded, tr.Header.Revision, inner)
+		}
+		g, err := cli.Get(ctx, "", clientv3.WithFromKey())
+		must(t, err)
+		wantKeys(t, g.Kvs, "k", "x")
+		wantKV(t, g.Kvs[1], "x", "then", 4, 4, 1, 0)
+
+		// It fails: its else branch runs, in the outer else branch too.
+		tr, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.Value("k"), "=", "nope")).
+			Then(clientv3.OpGet("k")).Else(nested("nope"), clientv3.OpGet("x")).Commit()
+		must(t, err)
+		inner = tr.Responses[0].GetResponseTxn()
+		if tr.Succeeded || tr.Header.Revision != 5 || inner == nil || inner.Succeeded || len(inner.Responses) != 2 {
+			t.Fatalf("nested else: succeeded %v rev %d inner %+v", tr.Succeeded, tr.Header.Revision, inner)
+		}
+		wantKV(t, tr.Responses[1].GetResponseRange().Kvs[0], "x", "else", 4, 5, 2, 0)
+		g, err = cli.Get(ctx, "", clientv3.WithFromKey())
+		must(t, err)
+		wantKeys(t, g.Kvs, "k", "x", "y")
+		wantKV(t, g.Kvs[2], "y", "else", 5, 5, 1, 0)
+
+		// Each Txn wrote its branch's keys at one revision, nothing else.
+		evs := collectEvents(t, cli.Watch(ctx, "", clientv3.WithFromKey(), clientv3.WithRev(4)), 4, 10*time.Second)
+		for i, want := range []string{"PUT x then 4", "DELETE y  4", "PUT x else 5", "PUT y else 5"} {
+			if got := fmt.Sprintf("%s %s %s %d", evs[i].Type, evs[i].Kv.Key, evs[i].Kv.Value, evs[i].Kv.ModRevision); got != want {
+				t.Fatalf("event %d = %s, want %s", i, evString(evs[i]), want)
+			}
+		}
+
+		// Two nested Txns that may both run still may not write one key.
+		_, err = cli.Txn(ctx).Then(nested("v"), clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut("x", "again")}, nil)).Commit()
+		wantErr(t, err, codes.InvalidArgument, "etcdserver: duplicate key given in txn request")
+		wantRev(t, cli, 5)
+	})
+}
+
 func TestTxnErrors(t *testing.T) {
 	run(t, framework.All, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
