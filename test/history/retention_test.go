@@ -265,8 +265,8 @@ func (e *env) snapshot(keys []string, fromRev, toRev int64, times []int64) snaps
 // clock moves on and retention prunes. Every state at every revision and at
 // every time inside the window reads the same before and after each round,
 // and as the model says; everything before the window is OUT_OF_RANGE; the
-// log keeps every change after the floor whole and at most the last change
-// before it per key; the etcd API reads the same at every revision from
+// log keeps every change from the floor on whole (the floor's own
+// included) and at most the last change before it per key; the etcd API reads the same at every revision from
 // the floor.
 func TestPruningKeepsWindowProperty(t *testing.T) {
 	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
@@ -355,19 +355,21 @@ func pruningProperty(t *testing.T, b framework.Backend, seed uint64) {
 				wantCode(t, err, codes.OutOfRange, fmt.Sprintf("round %d: Get %s before the floor's time", round, k))
 			}
 		}
-		// The log: every change after the floor as before; before it, at
-		// most the last change of each key, never a delete.
+		// The log: every change from the floor on as before, the changes
+		// at the floor included (pruning keeps their rows and their
+		// prev_kv); before it, at most the last change of each key, never
+		// a delete.
 		logAfter, _ := e.logAll(&historypb.Request{Key: []byte("/w/"), RangeEnd: []byte("/w0"), Limit: 50}, 100)
 		var keptBefore, keptAfter []string
 		for _, en := range logBefore {
-			if en.Revision > floor {
+			if en.Revision >= floor {
 				keptBefore = append(keptBefore, entryString(en))
 			}
 		}
 		seen := map[string]bool{}
 		for _, en := range logAfter {
 			switch {
-			case en.Revision > floor:
+			case en.Revision >= floor:
 				keptAfter = append(keptAfter, entryString(en))
 			case en.Revision < floor:
 				k := string(en.Kv.Key)
@@ -378,7 +380,7 @@ func pruningProperty(t *testing.T, b framework.Backend, seed uint64) {
 			}
 		}
 		if strings.Join(keptBefore, "\n") != strings.Join(keptAfter, "\n") {
-			t.Fatalf("round %d: log after the floor %d changed by pruning:\nbefore\n%s\nafter\n%s", round, floor, strings.Join(keptBefore, "\n"), strings.Join(keptAfter, "\n"))
+			t.Fatalf("round %d: log from the floor %d on changed by pruning:\nbefore\n%s\nafter\n%s", round, floor, strings.Join(keptBefore, "\n"), strings.Join(keptAfter, "\n"))
 		}
 		// The etcd API: the same floor, and the same state from it on.
 		ctx := testCtx(t)
