@@ -96,7 +96,10 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		}
 		if t.Failed() {
 			for _, m := range x.members {
-				t.Logf("%s log (tail):\n%s", m.name, m.log.Tail(6000))
+				// Empty when Options.Config sent the log elsewhere.
+				if tail := m.log.Tail(6000); tail != "" {
+					t.Logf("%s log (tail):\n%s", m.name, tail)
+				}
 			}
 		}
 	})
