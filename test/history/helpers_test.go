@@ -39,13 +39,11 @@ func (c *clock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // env is one server under test and its clients.
 type env struct {
-	t     *testing.T
-	x     *framework.Target
-	url   string
-	addr  string // host:port, or unix:///path
-	clock *clock // nil: the wall clock
-	etcd  *clientv3.Client
-	hist  historypb.HistoryClient
+	t    *testing.T
+	x    *framework.Target
+	url  string
+	etcd *clientv3.Client
+	hist historypb.HistoryClient
 }
 
 // startEnv starts a fresh, empty QuantyKube of backend b in this process,
@@ -61,7 +59,7 @@ func startEnv(t *testing.T, b framework.Backend, clk *clock, config func(*endpoi
 			config(cfg)
 		}
 	}})
-	e := &env{t: t, x: x, clock: clk}
+	e := &env{t: t, x: x}
 	e.connect()
 	return e
 }
@@ -73,9 +71,7 @@ func (e *env) connect() {
 	e.url = e.x.Endpoint()
 	target := e.url
 	if u, err := url.Parse(e.url); err == nil && u.Scheme != "unix" {
-		e.addr, target = u.Host, "passthrough:///"+u.Host
-	} else {
-		e.addr = e.url
+		target = "passthrough:///" + u.Host
 	}
 	e.etcd = e.x.Client(e.t)
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
