@@ -13,12 +13,16 @@ build:
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
 
-# Unit and integration tests through the real etcd client (on SQLite, then
-# on PostgreSQL: QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
-# /usr/lib/postgresql/15/bin, else a loud skip; CI=true fails instead), the
-# replica and PostgreSQL-restart tests, and the kill -9 crash test.
+# Unit tests and the end-to-end suites (test/framework): integration through
+# the real etcd client on SQLite, PostgreSQL and a real etcd v3.6 (built by
+# scripts/peers.sh), History on SQLite and PostgreSQL, the replica and
+# PostgreSQL-restart tests, and the kill -9 crash test on both databases.
+# PostgreSQL is QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
+# /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
+# go test -json and fails on any failure, build failure or, under CI=true,
+# any skipped test.
 test: lint
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) run ./test/ci/testcheck -go $(GO) -- -count=1 -timeout 20m ./...
 
 lint:
 	@test -z "$$(gofmt -l cmd pkg test)" || { echo "gofmt needed:"; gofmt -l cmd pkg test; exit 1; }

@@ -14,6 +14,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
 // TestCrashRecovery runs writers and a watcher against the server, kills it
@@ -47,12 +49,17 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		seed = v
 	}
-	pairs := os.Getenv("QUANTY_CRASH_PAIRS") != "0"
-	t.Logf("binary %s, %d kills, seed %d (QUANTY_CRASH_SEED), two-key Txns %v", serverBin, rounds, seed, pairs)
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		crashRecovery(t, b, rounds, seed)
+	})
+}
+
+func crashRecovery(t *testing.T, b framework.Backend, rounds int, seed uint64) {
+	t.Logf("%d kills, seed %d (QUANTY_CRASH_SEED)", rounds, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	started := time.Now()
 
-	c := newCluster(t)
+	x := framework.Start(t, b, framework.Options{Process: true})
 	f := newFindings()
 	ck := newChecker(f)
 	writers := make([]*writer, numWriters)
@@ -65,9 +72,9 @@ func TestCrashRecovery(t *testing.T) {
 		label := fmt.Sprintf("run %d", run)
 		if run > 0 {
 			label = fmt.Sprintf("run %d (restart after kill %d)", run, run)
+			x.Start(t)
 		}
-		c.start(label)
-		cli, err := newClient(c.proc.addr)
+		cli, err := framework.NewClient(x.Endpoint())
 		if err != nil {
 			t.Fatalf("%s: client: %v", label, err)
 		}
@@ -107,7 +114,7 @@ func TestCrashRecovery(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				wr.run(cli, run, pairs, stop, &killed, f, &errs)
+				wr.run(cli, run, stop, &killed, f, &errs)
 			}()
 		}
 		go func() { wg.Wait(); close(allDone) }()
@@ -118,7 +125,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Logf("%s: every writer finished its %d ops before the kill", label, maxOpsRound)
 		}
 		killed.Store(true)
-		c.kill()
+		x.Kill(t)
 		close(stop)
 		w.stop()
 		_ = cli.Close()

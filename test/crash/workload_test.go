@@ -104,7 +104,7 @@ func (w *writer) value(round int) string {
 }
 
 // next picks the writer's next op against its current view.
-func (w *writer) next(round int, pairs bool) *op {
+func (w *writer) next(round int) *op {
 	o := &op{writer: w.id, round: round}
 	r := w.rng.Float64()
 	switch {
@@ -120,7 +120,7 @@ func (w *writer) next(round int, pairs bool) *op {
 		default:
 			o.kind = opUpdate
 		}
-	case r < 0.75 || !pairs:
+	case r < 0.75:
 		o.kind = opPut
 		o.keys = []string{fmt.Sprintf("%sw%02d/put/%d", prefix, w.id, w.seq+1)}
 		o.base, o.baseOK = []kvState{{}}, []bool{false}
@@ -186,7 +186,7 @@ func do(ctx context.Context, cli *clientv3.Client, o *op) (rev int64, ok bool, s
 
 // run sends ops one at a time until stop is closed, an op gets no response,
 // or maxOpsRound ops were sent.
-func (w *writer) run(cli *clientv3.Client, round int, pairs bool, stop <-chan struct{}, killed *atomic.Bool, f *findings, errs *errCounter) {
+func (w *writer) run(cli *clientv3.Client, round int, stop <-chan struct{}, killed *atomic.Bool, f *findings, errs *errCounter) {
 	w.ops, w.pending = nil, nil
 	for range maxOpsRound {
 		select {
@@ -194,7 +194,7 @@ func (w *writer) run(cli *clientv3.Client, round int, pairs bool, stop <-chan st
 			return
 		default:
 		}
-		o := w.next(round, pairs)
+		o := w.next(round)
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		rev, ok, seen, err := do(ctx, cli, o)
 		cancel()

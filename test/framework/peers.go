@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/quantyroot/quantykube/test/pgtest"
@@ -65,4 +66,20 @@ func postgresServer() (*pgtest.Server, error) {
 		}
 	})
 	return pgSrv, pgErr
+}
+
+// PostgresCluster is the throwaway PostgreSQL cluster behind
+// PostgresServer, for a test that stops and starts PostgreSQL itself. When
+// QUANTY_TEST_POSTGRES_DSN names a server instead, there is no cluster to
+// stop: the test is skipped loudly, or fails under CI=true (Unavailable).
+func PostgresCluster(t testing.TB) *pgtest.Cluster {
+	t.Helper()
+	srv, err := postgresServer()
+	if err != nil {
+		Unavailable(t, "PostgreSQL", err)
+	}
+	if srv.Cluster == nil {
+		Unavailable(t, "PostgreSQL cluster", fmt.Errorf("this test stops and starts PostgreSQL: it needs the throwaway cluster, but %s names a server", pgtest.EnvDSN))
+	}
+	return srv.Cluster
 }

@@ -35,8 +35,9 @@ type Options struct {
 	// backend (0: the backend's default, etcd's 10 minutes).
 	ProgressNotifyInterval time.Duration
 	// Config adjusts an in-process QuantyKube's configuration after the
-	// framework has set its listener, database and logger (a clock,
-	// retention rules, the live index).
+	// framework has set its listener (127.0.0.1:0), database and logger (a
+	// clock, retention rules, the live index, a unix socket or TLS
+	// listener). A restart listens where the first start did.
 	Config func(*endpoint.Config)
 	// Args are extra `quantykube serve` flags for QuantyKube processes.
 	Args []string
@@ -95,7 +96,10 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		}
 		if t.Failed() {
 			for _, m := range x.members {
-				t.Logf("%s log (tail):\n%s", m.name, m.log.Tail(6000))
+				// Empty when Options.Config sent the log elsewhere.
+				if tail := m.log.Tail(6000); tail != "" {
+					t.Logf("%s log (tail):\n%s", m.name, tail)
+				}
 			}
 		}
 	})
@@ -274,6 +278,7 @@ func newQuantyMember(t testing.TB, name, dsn string, o Options) *member {
 	m := &member{name: name, log: &LogBuffer{}}
 	if !o.Process {
 		cfg := endpoint.Config{
+			Listener:       "127.0.0.1:0",
 			Endpoint:       dsn,
 			NotifyInterval: o.ProgressNotifyInterval,
 			Logger:         slog.New(slog.NewTextHandler(m.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -359,14 +364,13 @@ func (m *member) startInProcess() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := *m.cfg
-	cfg.Listener = m.addr
-	if cfg.Listener == "" {
-		cfg.Listener = "127.0.0.1:0"
+	if m.addr != "" {
+		cfg.Listener = m.addr
 	}
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil && m.addr != "" {
 		// The old port may have been taken meanwhile.
-		cfg.Listener = "127.0.0.1:0"
+		cfg.Listener = m.cfg.Listener
 		srv, err = endpoint.Start(ctx, cfg)
 	}
 	if err != nil {

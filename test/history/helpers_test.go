@@ -3,16 +3,13 @@ package history
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,7 +17,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/proto/historypb"
-	"github.com/quantyroot/quantykube/test/testutil"
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
 // clock is the store's clock in tests that move time: it stands still
@@ -42,65 +39,54 @@ func (c *clock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // env is one server under test and its clients.
 type env struct {
-	t     *testing.T
-	srv   *endpoint.Server
-	url   string
-	addr  string // host:port, or unix:///path
-	clock *clock // nil: the wall clock
-	log   *testutil.LogBuffer
-	etcd  *clientv3.Client
-	hist  historypb.HistoryClient
+	t    *testing.T
+	x    *framework.Target
+	url  string
+	etcd *clientv3.Client
+	hist historypb.HistoryClient
 }
 
-// startEnv starts a fresh server with cfg (ListenAddress, Endpoint and
-// Logger are filled in unless set) and stops it when t ends. With a clock
-// the store runs on it.
-func startEnv(t *testing.T, cfg endpoint.Config, clk *clock) *env {
+// startEnv starts a fresh, empty QuantyKube of backend b in this process,
+// on clk when it is not nil, with config (when not nil) adjusting its
+// configuration; it stops when t ends.
+func startEnv(t *testing.T, b framework.Backend, clk *clock, config func(*endpoint.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: clk, log: &testutil.LogBuffer{}}
-	if cfg.Listener == "" {
-		cfg.Listener = "127.0.0.1:0"
-	}
-	if cfg.Endpoint == "" {
-		cfg.Endpoint = "sqlite://" + filepath.Join(t.TempDir(), "s.db")
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if clk != nil {
-		cfg.Now = clk.Now
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := endpoint.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("endpoint.Start: %v", err)
-	}
-	e.srv, e.url = srv, srv.ClientURL()
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("server Close: %v", err)
+	x := framework.Start(t, b, framework.Options{Config: func(cfg *endpoint.Config) {
+		if clk != nil {
+			cfg.Now = clk.Now
 		}
-		if t.Failed() {
-			t.Logf("server log (tail):\n%s", e.log.Tail(6000))
+		if config != nil {
+			config(cfg)
 		}
-	})
+	}})
+	e := &env{t: t, x: x}
+	e.connect()
+	return e
+}
+
+// connect makes the etcd and History clients of the server as it is now
+// (a restart may move it to another port).
+func (e *env) connect() {
+	e.t.Helper()
+	e.url = e.x.Endpoint()
 	target := e.url
 	if u, err := url.Parse(e.url); err == nil && u.Scheme != "unix" {
-		e.addr, target = u.Host, "passthrough:///"+u.Host
-	} else {
-		e.addr = e.url
+		target = "passthrough:///" + u.Host
 	}
-	e.etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{e.url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { _ = e.etcd.Close() })
+	e.etcd = e.x.Client(e.t)
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("history client: %v", err)
+		e.t.Fatalf("history client: %v", err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	e.t.Cleanup(func() { _ = conn.Close() })
 	e.hist = historypb.NewHistoryClient(conn)
-	return e
+}
+
+// restart stops the server and starts it again on the same database.
+func (e *env) restart() {
+	e.t.Helper()
+	e.x.Restart(e.t)
+	e.connect()
 }
 
 // testCtx bounds every call of a test.

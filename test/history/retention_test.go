@@ -19,24 +19,26 @@ import (
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/proto/historypb"
+
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
 // retain is the shortest retention the server accepts.
 const retain = 75 * time.Second
 
-// startRetaining starts a server on a test clock that keeps history for
-// retain and prunes only when the test says so.
-func startRetaining(t *testing.T, rules ...mvcc.RetentionRule) (*env, *clock) {
+// startRetaining starts a server of backend b on a test clock that keeps
+// history for retain and prunes only when the test says so.
+func startRetaining(t *testing.T, b framework.Backend) (*env, *clock) {
 	t.Helper()
 	clk := newClock()
-	e := startEnv(t, endpoint.Config{Retain: retain, RetainPrefixes: rules, PruneInterval: time.Hour}, clk)
+	e := startEnv(t, b, clk, func(cfg *endpoint.Config) { cfg.Retain, cfg.PruneInterval = retain, time.Hour })
 	return e, clk
 }
 
 // prune runs retention now and returns how many rows it removed.
 func (e *env) prune() int {
 	e.t.Helper()
-	n, err := e.srv.Store().Prune(testCtx(e.t))
+	n, err := e.x.Server().Store().Prune(testCtx(e.t))
 	if err != nil {
 		e.t.Fatalf("Prune: %v", err)
 	}
@@ -66,162 +68,171 @@ func wantFloorMessage(t *testing.T, msg string, floor, floorMs int64) {
 // revision and its time, for Get, Restore and Log; the floor itself and
 // every revision after it read as before.
 func TestOutOfRangeBelowFloor(t *testing.T) {
-	e, clk := startRetaining(t)
-	m := newModel()
-	for i := range 10 {
-		clk.advance(10 * time.Second)
-		m.put("/o/k", fmt.Sprint("v", i), e.put("/o/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
-	}
-	// Now is 150 s after the first write; the window starts 75 s ago.
-	clk.advance(50 * time.Second)
-	cutoff := clk.nowMs() - retain.Milliseconds()
-	floor := m.revAt(cutoff)
-	floorMs := m.msOf(floor)
-	if n := e.prune(); n == 0 {
-		t.Fatal("Prune removed nothing")
-	}
-	key := []byte("/o/k")
-	for _, r := range []*historypb.Request{
-		{Key: key, Revision: floor - 1},
-		{Key: key, Revision: 1},
-		{Key: key, UnixMs: floorMs - 1},
-		{Key: key, UnixMs: m.changes[0].ms},
-	} {
-		_, err := e.get(r)
-		st := wantCode(t, err, codes.OutOfRange, "Get below the floor "+r.String())
-		wantFloorMessage(t, st.Message(), floor, floorMs)
-		_, err = e.hist.Restore(testCtx(t), r)
-		st = wantCode(t, err, codes.OutOfRange, "Restore below the floor "+r.String())
-		wantFloorMessage(t, st.Message(), floor, floorMs)
-		_, err = e.hist.Log(testCtx(t), r)
-		wantCode(t, err, codes.OutOfRange, "Log from below the floor "+r.String())
-	}
-	for _, r := range []*historypb.Request{{Key: key, Revision: floor}, {Key: key, UnixMs: floorMs}} {
-		resp := e.mustGet(r)
-		if resp.Revision != floor || kvString(resp.Kv) != kvString(m.stateAt("/o/k", floor)) {
-			t.Fatalf("Get at the floor %v: rev %d %s, want %d %s", r, resp.Revision, kvString(resp.Kv), floor, kvString(m.stateAt("/o/k", floor)))
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		e, clk := startRetaining(t, b)
+		m := newModel()
+		for i := range 10 {
+			clk.advance(10 * time.Second)
+			m.put("/o/k", fmt.Sprint("v", i), e.put("/o/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
 		}
-	}
-	// Log from 0 lists what is retained: every change from the floor on,
-	// and before it at most the key's last change (the state the floor's
-	// change replaced, kept whole; its own prev_kv is gone).
-	entries, _ := e.logAll(&historypb.Request{Key: key}, 5)
-	if len(entries) > 0 && entries[0].Revision < floor {
-		if entries[0].Revision != floor-1 || entries[0].PrevKv != nil {
-			t.Fatalf("Log after pruning starts with %s, want the change before the floor %d without prev_kv", entryString(entries[0]), floor)
+		// Now is 150 s after the first write; the window starts 75 s ago.
+		clk.advance(50 * time.Second)
+		cutoff := clk.nowMs() - retain.Milliseconds()
+		floor := m.revAt(cutoff)
+		floorMs := m.msOf(floor)
+		if n := e.prune(); n == 0 {
+			t.Fatal("Prune removed nothing")
 		}
-		entries = entries[1:]
-	}
-	var want []change
-	for _, c := range m.changes {
-		if c.rev >= floor {
-			want = append(want, c)
+		key := []byte("/o/k")
+		for _, r := range []*historypb.Request{
+			{Key: key, Revision: floor - 1},
+			{Key: key, Revision: 1},
+			{Key: key, UnixMs: floorMs - 1},
+			{Key: key, UnixMs: m.changes[0].ms},
+		} {
+			_, err := e.get(r)
+			st := wantCode(t, err, codes.OutOfRange, "Get below the floor "+r.String())
+			wantFloorMessage(t, st.Message(), floor, floorMs)
+			_, err = e.hist.Restore(testCtx(t), r)
+			st = wantCode(t, err, codes.OutOfRange, "Restore below the floor "+r.String())
+			wantFloorMessage(t, st.Message(), floor, floorMs)
+			_, err = e.hist.Log(testCtx(t), r)
+			wantCode(t, err, codes.OutOfRange, "Log from below the floor "+r.String())
 		}
-	}
-	if len(entries) != len(want) {
-		t.Fatalf("Log after pruning: %d entries from the floor on, want %d", len(entries), len(want))
-	}
-	for i := range want {
-		wantEntry(t, entries[i], want[i])
-	}
+		for _, r := range []*historypb.Request{{Key: key, Revision: floor}, {Key: key, UnixMs: floorMs}} {
+			resp := e.mustGet(r)
+			if resp.Revision != floor || kvString(resp.Kv) != kvString(m.stateAt("/o/k", floor)) {
+				t.Fatalf("Get at the floor %v: rev %d %s, want %d %s", r, resp.Revision, kvString(resp.Kv), floor, kvString(m.stateAt("/o/k", floor)))
+			}
+		}
+		// Log from 0 lists what is retained: every change from the floor on,
+		// and before it at most the key's last change (the state the floor's
+		// change replaced, kept whole; its own prev_kv is gone).
+		entries, _ := e.logAll(&historypb.Request{Key: key}, 5)
+		if len(entries) > 0 && entries[0].Revision < floor {
+			if entries[0].Revision != floor-1 || entries[0].PrevKv != nil {
+				t.Fatalf("Log after pruning starts with %s, want the change before the floor %d without prev_kv", entryString(entries[0]), floor)
+			}
+			entries = entries[1:]
+		}
+		var want []change
+		for _, c := range m.changes {
+			if c.rev >= floor {
+				want = append(want, c)
+			}
+		}
+		if len(entries) != len(want) {
+			t.Fatalf("Log after pruning: %d entries from the floor on, want %d", len(entries), len(want))
+		}
+		for i := range want {
+			wantEntry(t, entries[i], want[i])
+		}
+	})
 }
 
 // TestEtcdFloorRisesAfterPruning: pruning raises the floor the etcd API
 // reports: a Range or Watch below it answers etcd's compacted error, at it
 // they work.
 func TestEtcdFloorRisesAfterPruning(t *testing.T) {
-	e, clk := startRetaining(t)
-	m := newModel()
-	for i := range 8 {
-		clk.advance(20 * time.Second)
-		m.put("/e/k", fmt.Sprint("v", i), e.put("/e/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
-	}
-	ctx := testCtx(t)
-	// Before pruning, every revision reads.
-	if _, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(2)); err != nil {
-		t.Fatalf("Get at revision 2 before pruning: %v", err)
-	}
-	floor := m.revAt(clk.nowMs() - retain.Milliseconds())
-	if floor <= 2 {
-		t.Fatalf("test setup: floor %d", floor)
-	}
-	e.prune()
-	for _, r := range []int64{2, floor - 1} {
-		_, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(r))
-		if !errors.Is(err, rpctypes.ErrCompacted) {
-			t.Fatalf("etcd Get at revision %d below the floor %d: %v, want %v", r, floor, err, rpctypes.ErrCompacted)
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		e, clk := startRetaining(t, b)
+		m := newModel()
+		for i := range 8 {
+			clk.advance(20 * time.Second)
+			m.put("/e/k", fmt.Sprint("v", i), e.put("/e/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
 		}
-	}
-	resp, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(floor))
-	must(t, err)
-	if len(resp.Kvs) != 1 || kvString(resp.Kvs[0]) != kvString(m.stateAt("/e/k", floor)) {
-		t.Fatalf("etcd Get at the floor: %v", resp.Kvs)
-	}
-	// A watch from below the floor is cancelled with the floor as its
-	// compact revision.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	wr, ok := <-e.etcd.Watch(wctx, "/e/k", clientv3.WithRev(floor-1))
-	if !ok || !errors.Is(wr.Err(), rpctypes.ErrCompacted) || wr.CompactRevision != floor {
-		t.Fatalf("watch from %d: ok=%v err=%v compact=%d, want compacted at %d", floor-1, ok, wr.Err(), wr.CompactRevision, floor)
-	}
-	// A watch from the floor replays every change from there.
-	wch := e.etcd.Watch(ctx, "/e/k", clientv3.WithRev(floor))
-	var got []int64
-	timeout := time.After(10 * time.Second)
-	for int64(len(got)) < e.rev()-floor+1 {
-		select {
-		case wr := <-wch:
-			must(t, wr.Err())
-			for _, ev := range wr.Events {
-				got = append(got, ev.Kv.ModRevision)
+		ctx := testCtx(t)
+		// Before pruning, every revision reads.
+		if _, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(2)); err != nil {
+			t.Fatalf("Get at revision 2 before pruning: %v", err)
+		}
+		floor := m.revAt(clk.nowMs() - retain.Milliseconds())
+		if floor <= 2 {
+			t.Fatalf("test setup: floor %d", floor)
+		}
+		e.prune()
+		for _, r := range []int64{2, floor - 1} {
+			_, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(r))
+			if !errors.Is(err, rpctypes.ErrCompacted) {
+				t.Fatalf("etcd Get at revision %d below the floor %d: %v, want %v", r, floor, err, rpctypes.ErrCompacted)
 			}
-		case <-timeout:
-			t.Fatalf("watch from the floor: %v", got)
 		}
-	}
-	if got[0] != floor {
-		t.Fatalf("watch from the floor %d starts at %d", floor, got[0])
-	}
-	// An explicit Compact below the retention floor does not lower it.
-	_, err = e.etcd.Compact(ctx, 2)
-	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-		t.Fatalf("Compact(2): %v", err)
-	}
-	if _, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(floor-1)); !errors.Is(err, rpctypes.ErrCompacted) {
-		t.Fatalf("after Compact(2): Get at %d: %v", floor-1, err)
-	}
+		resp, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(floor))
+		must(t, err)
+		if len(resp.Kvs) != 1 || kvString(resp.Kvs[0]) != kvString(m.stateAt("/e/k", floor)) {
+			t.Fatalf("etcd Get at the floor: %v", resp.Kvs)
+		}
+		// A watch from below the floor is cancelled with the floor as its
+		// compact revision.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		wr, ok := <-e.etcd.Watch(wctx, "/e/k", clientv3.WithRev(floor-1))
+		if !ok || !errors.Is(wr.Err(), rpctypes.ErrCompacted) || wr.CompactRevision != floor {
+			t.Fatalf("watch from %d: ok=%v err=%v compact=%d, want compacted at %d", floor-1, ok, wr.Err(), wr.CompactRevision, floor)
+		}
+		// A watch from the floor replays every change from there.
+		wch := e.etcd.Watch(ctx, "/e/k", clientv3.WithRev(floor))
+		var got []int64
+		timeout := time.After(10 * time.Second)
+		for int64(len(got)) < e.rev()-floor+1 {
+			select {
+			case wr := <-wch:
+				must(t, wr.Err())
+				for _, ev := range wr.Events {
+					got = append(got, ev.Kv.ModRevision)
+				}
+			case <-timeout:
+				t.Fatalf("watch from the floor: %v", got)
+			}
+		}
+		if got[0] != floor {
+			t.Fatalf("watch from the floor %d starts at %d", floor, got[0])
+		}
+		// An explicit Compact below the retention floor does not lower it.
+		_, err = e.etcd.Compact(ctx, 2)
+		if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			t.Fatalf("Compact(2): %v", err)
+		}
+		if _, err := e.etcd.Get(ctx, "/e/k", clientv3.WithRev(floor-1)); !errors.Is(err, rpctypes.ErrCompacted) {
+			t.Fatalf("after Compact(2): Get at %d: %v", floor-1, err)
+		}
+	})
 }
 
 // TestRetainPrefix: a prefix rule prunes its keys on its own window while
 // the default rule (keep everything) leaves other keys' history whole.
 func TestRetainPrefix(t *testing.T) {
-	clk := newClock()
-	e := startEnv(t, endpoint.Config{RetainPrefixes: []mvcc.RetentionRule{{Prefix: []byte("/leases/"), Retain: retain}}, PruneInterval: time.Hour}, clk)
-	m := newModel()
-	for i := range 10 {
-		clk.advance(20 * time.Second)
-		m.put("/leases/hb", fmt.Sprint("beat", i), e.put("/leases/hb", fmt.Sprint("beat", i)), clk.nowMs(), 0)
-		m.put("/obj/x", fmt.Sprint("x", i), e.put("/obj/x", fmt.Sprint("x", i)), clk.nowMs(), 0)
-	}
-	e.prune()
-	old := m.changes[0].rev
-	_, err := e.get(&historypb.Request{Key: []byte("/leases/hb"), Revision: old})
-	wantCode(t, err, codes.OutOfRange, "Get of a heartbeat key below its rule's floor")
-	for r := old; r <= e.rev(); r++ {
-		resp := e.mustGet(&historypb.Request{Key: []byte("/obj/x"), Revision: r})
-		if kvString(resp.Kv) != kvString(m.stateAt("/obj/x", r)) {
-			t.Fatalf("/obj/x at %d after pruning /leases/: %s, want %s", r, kvString(resp.Kv), kvString(m.stateAt("/obj/x", r)))
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		clk := newClock()
+		e := startEnv(t, b, clk, func(cfg *endpoint.Config) {
+			cfg.RetainPrefixes = []mvcc.RetentionRule{{Prefix: []byte("/leases/"), Retain: retain}}
+			cfg.PruneInterval = time.Hour
+		})
+		m := newModel()
+		for i := range 10 {
+			clk.advance(20 * time.Second)
+			m.put("/leases/hb", fmt.Sprint("beat", i), e.put("/leases/hb", fmt.Sprint("beat", i)), clk.nowMs(), 0)
+			m.put("/obj/x", fmt.Sprint("x", i), e.put("/obj/x", fmt.Sprint("x", i)), clk.nowMs(), 0)
 		}
-	}
-	entries, _ := e.logAll(&historypb.Request{Key: []byte("/obj/x")}, 5)
-	if len(entries) != 10 {
-		t.Fatalf("log of /obj/x: %d entries after pruning /leases/, want 10", len(entries))
-	}
-	entries, _ = e.logAll(&historypb.Request{Key: []byte("/leases/hb")}, 5)
-	if len(entries) >= 10 || len(entries) == 0 {
-		t.Fatalf("log of /leases/hb: %d entries after pruning, want fewer than 10", len(entries))
-	}
+		e.prune()
+		old := m.changes[0].rev
+		_, err := e.get(&historypb.Request{Key: []byte("/leases/hb"), Revision: old})
+		wantCode(t, err, codes.OutOfRange, "Get of a heartbeat key below its rule's floor")
+		for r := old; r <= e.rev(); r++ {
+			resp := e.mustGet(&historypb.Request{Key: []byte("/obj/x"), Revision: r})
+			if kvString(resp.Kv) != kvString(m.stateAt("/obj/x", r)) {
+				t.Fatalf("/obj/x at %d after pruning /leases/: %s, want %s", r, kvString(resp.Kv), kvString(m.stateAt("/obj/x", r)))
+			}
+		}
+		entries, _ := e.logAll(&historypb.Request{Key: []byte("/obj/x")}, 5)
+		if len(entries) != 10 {
+			t.Fatalf("log of /obj/x: %d entries after pruning /leases/, want 10", len(entries))
+		}
+		entries, _ = e.logAll(&historypb.Request{Key: []byte("/leases/hb")}, 5)
+		if len(entries) >= 10 || len(entries) == 0 {
+			t.Fatalf("log of /leases/hb: %d entries after pruning, want fewer than 10", len(entries))
+		}
+	})
 }
 
 // snapshot is every answer of the store inside a window: Get of each key
@@ -254,18 +265,20 @@ func (e *env) snapshot(keys []string, fromRev, toRev int64, times []int64) snaps
 // clock moves on and retention prunes. Every state at every revision and at
 // every time inside the window reads the same before and after each round,
 // and as the model says; everything before the window is OUT_OF_RANGE; the
-// log keeps every change after the floor whole and at most the last change
-// before it per key; the etcd API reads the same at every revision from
+// log keeps every change from the floor on whole (the floor's own
+// included) and at most the last change before it per key; the etcd API reads the same at every revision from
 // the floor.
 func TestPruningKeepsWindowProperty(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { pruningProperty(t, seed) })
-	}
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { pruningProperty(t, b, seed) })
+		}
+	})
 }
 
-func pruningProperty(t *testing.T, seed uint64) {
+func pruningProperty(t *testing.T, b framework.Backend, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	e, clk := startRetaining(t)
+	e, clk := startRetaining(t, b)
 	m := newModel()
 	keys := []string{"/w/a", "/w/b", "/w/c", "/w/d"}
 	write := func(n int) {
@@ -342,19 +355,21 @@ func pruningProperty(t *testing.T, seed uint64) {
 				wantCode(t, err, codes.OutOfRange, fmt.Sprintf("round %d: Get %s before the floor's time", round, k))
 			}
 		}
-		// The log: every change after the floor as before; before it, at
-		// most the last change of each key, never a delete.
+		// The log: every change from the floor on as before, the changes
+		// at the floor included (pruning keeps their rows and their
+		// prev_kv); before it, at most the last change of each key, never
+		// a delete.
 		logAfter, _ := e.logAll(&historypb.Request{Key: []byte("/w/"), RangeEnd: []byte("/w0"), Limit: 50}, 100)
 		var keptBefore, keptAfter []string
 		for _, en := range logBefore {
-			if en.Revision > floor {
+			if en.Revision >= floor {
 				keptBefore = append(keptBefore, entryString(en))
 			}
 		}
 		seen := map[string]bool{}
 		for _, en := range logAfter {
 			switch {
-			case en.Revision > floor:
+			case en.Revision >= floor:
 				keptAfter = append(keptAfter, entryString(en))
 			case en.Revision < floor:
 				k := string(en.Kv.Key)
@@ -365,7 +380,7 @@ func pruningProperty(t *testing.T, seed uint64) {
 			}
 		}
 		if strings.Join(keptBefore, "\n") != strings.Join(keptAfter, "\n") {
-			t.Fatalf("round %d: log after the floor %d changed by pruning:\nbefore\n%s\nafter\n%s", round, floor, strings.Join(keptBefore, "\n"), strings.Join(keptAfter, "\n"))
+			t.Fatalf("round %d: log from the floor %d on changed by pruning:\nbefore\n%s\nafter\n%s", round, floor, strings.Join(keptBefore, "\n"), strings.Join(keptAfter, "\n"))
 		}
 		// The etcd API: the same floor, and the same state from it on.
 		ctx := testCtx(t)
@@ -404,52 +419,51 @@ func kvsString(kvs []*mvccpb.KeyValue) []string {
 // restart on the same database, History and the etcd API still refuse
 // what was pruned and read everything from the floor on.
 func TestFloorSurvivesRestart(t *testing.T) {
-	clk := newClock()
-	db := "sqlite://" + t.TempDir() + "/s.db"
-	cfg := endpoint.Config{Endpoint: db, Retain: retain, PruneInterval: time.Hour}
-	e := startEnv(t, cfg, clk)
-	m := newModel()
-	for i := range 10 {
-		clk.advance(15 * time.Second)
-		m.put("/s/k", fmt.Sprint("v", i), e.put("/s/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
-	}
-	floor := m.revAt(clk.nowMs() - retain.Milliseconds())
-	e.prune()
-	must(t, e.srv.Close())
-
-	e = startEnv(t, cfg, clk)
-	_, err := e.get(&historypb.Request{Key: []byte("/s/k"), Revision: floor - 1})
-	st := wantCode(t, err, codes.OutOfRange, "Get below the floor after a restart")
-	wantFloorMessage(t, st.Message(), floor, m.msOf(floor))
-	if _, err := e.etcd.Get(testCtx(t), "/s/k", clientv3.WithRev(floor-1)); !errors.Is(err, rpctypes.ErrCompacted) {
-		t.Fatalf("etcd Get below the floor after a restart: %v", err)
-	}
-	for r := floor; r <= e.rev(); r++ {
-		resp := e.mustGet(&historypb.Request{Key: []byte("/s/k"), Revision: r})
-		if kvString(resp.Kv) != kvString(m.stateAt("/s/k", r)) {
-			t.Fatalf("after a restart, Get at %d = %s, want %s", r, kvString(resp.Kv), kvString(m.stateAt("/s/k", r)))
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		e, clk := startRetaining(t, b)
+		m := newModel()
+		for i := range 10 {
+			clk.advance(15 * time.Second)
+			m.put("/s/k", fmt.Sprint("v", i), e.put("/s/k", fmt.Sprint("v", i)), clk.nowMs(), 0)
 		}
-	}
+		floor := m.revAt(clk.nowMs() - retain.Milliseconds())
+		e.prune()
+		e.restart()
+		_, err := e.get(&historypb.Request{Key: []byte("/s/k"), Revision: floor - 1})
+		st := wantCode(t, err, codes.OutOfRange, "Get below the floor after a restart")
+		wantFloorMessage(t, st.Message(), floor, m.msOf(floor))
+		if _, err := e.etcd.Get(testCtx(t), "/s/k", clientv3.WithRev(floor-1)); !errors.Is(err, rpctypes.ErrCompacted) {
+			t.Fatalf("etcd Get below the floor after a restart: %v", err)
+		}
+		for r := floor; r <= e.rev(); r++ {
+			resp := e.mustGet(&historypb.Request{Key: []byte("/s/k"), Revision: r})
+			if kvString(resp.Kv) != kvString(m.stateAt("/s/k", r)) {
+				t.Fatalf("after a restart, Get at %d = %s, want %s", r, kvString(resp.Kv), kvString(m.stateAt("/s/k", r)))
+			}
+		}
+	})
 }
 
 // TestCompactDoesNotShortenHistory: the apiserver's Compact moves only the
 // etcd API's floor; History keeps serving what retention keeps.
 func TestCompactDoesNotShortenHistory(t *testing.T) {
-	e := startEnv(t, endpoint.Config{}, nil)
-	r1 := e.put("/c/k", "v1")
-	e.put("/c/k", "v2")
-	r3 := e.put("/c/k", "v3")
-	_, err := e.etcd.Compact(testCtx(t), r3)
-	must(t, err)
-	if _, err := e.etcd.Get(testCtx(t), "/c/k", clientv3.WithRev(r1)); !errors.Is(err, rpctypes.ErrCompacted) {
-		t.Fatalf("etcd Get below Compact: %v", err)
-	}
-	resp := e.mustGet(&historypb.Request{Key: []byte("/c/k"), Revision: r1})
-	if resp.Kv == nil || string(resp.Kv.Value) != "v1" {
-		t.Fatalf("History Get below Compact: %s, want v1", kvString(resp.Kv))
-	}
-	entries, _ := e.logAll(&historypb.Request{Key: []byte("/c/k")}, 5)
-	if len(entries) != 3 {
-		t.Fatalf("History Log after Compact: %d entries, want 3", len(entries))
-	}
+	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
+		e := startEnv(t, b, nil, nil)
+		r1 := e.put("/c/k", "v1")
+		e.put("/c/k", "v2")
+		r3 := e.put("/c/k", "v3")
+		_, err := e.etcd.Compact(testCtx(t), r3)
+		must(t, err)
+		if _, err := e.etcd.Get(testCtx(t), "/c/k", clientv3.WithRev(r1)); !errors.Is(err, rpctypes.ErrCompacted) {
+			t.Fatalf("etcd Get below Compact: %v", err)
+		}
+		resp := e.mustGet(&historypb.Request{Key: []byte("/c/k"), Revision: r1})
+		if resp.Kv == nil || string(resp.Kv.Value) != "v1" {
+			t.Fatalf("History Get below Compact: %s, want v1", kvString(resp.Kv))
+		}
+		entries, _ := e.logAll(&historypb.Request{Key: []byte("/c/k")}, 5)
+		if len(entries) != 3 {
+			t.Fatalf("History Log after Compact: %d entries, want 3", len(entries))
+		}
+	})
 }

@@ -4,249 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quantyroot/quantykube/pkg/endpoint"
-	"github.com/quantyroot/quantykube/test/testutil"
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
-// envEtcdBin names an etcd binary to test instead of QuantyKube.
-const envEtcdBin = "QUANTY_TEST_ETCD_BIN"
+// progressInterval is the watch progress_notify period every backend runs
+// with (etcd's default is 10 minutes, too long to test); progressWait
+// bounds the wait for one periodic notification.
+const (
+	progressInterval = time.Second
+	progressWait     = 5 * progressInterval
+)
 
-// etcdProgressInterval is the --watch-progress-notify-interval given to a
-// real etcd (its default is 10 minutes).
-const etcdProgressInterval = time.Second
-
-// quantyProgressInterval is set on endpoint.Config.WatchProgressNotifyInterval
-// when the core has that field; progressWait bounds the wait for a periodic
-// progress notification.
-const quantyProgressInterval = time.Second
-
-// testServer is one server under test: QuantyKube in-process, or a real etcd
-// child process when QUANTY_TEST_ETCD_BIN is set.
-type testServer struct {
-	t   *testing.T
-	url string
-	log *testutil.LogBuffer // dumped when a test fails
-
-	// progressWait bounds the wait for a periodic progress notification.
-	progressWait time.Duration
-
-	// QuantyKube.
-	dbPath string
-	addr   string
-	srv    *endpoint.Server
-
-	// etcd.
-	etcdBin    string
-	dataDir    string
-	clientPort int
-	peerPort   int
-	cmd        *exec.Cmd
-	exited     chan struct{}
-}
-
-func isEtcd() bool { return os.Getenv(envEtcdBin) != "" }
-
-// startServer starts a fresh, empty server for t and stops it when t ends.
-func startServer(t *testing.T) *testServer {
+// run runs f on each of backends as a subtest, in parallel with the other
+// tests and backends, each on a fresh, empty server.
+func run(t *testing.T, backends []framework.Backend, f func(t *testing.T, s *framework.Target)) {
 	t.Helper()
-	s := &testServer{t: t, log: &testutil.LogBuffer{}}
-	if bin := os.Getenv(envEtcdBin); bin != "" {
-		s.etcdBin = bin
-		s.dataDir = filepath.Join(t.TempDir(), "etcd")
-	} else {
-		s.dbPath = filepath.Join(t.TempDir(), "state.db")
-		s.addr = "127.0.0.1:0"
-		// Made before the stop cleanup below is registered, so that a
-		// PostgreSQL database made for the test is dropped only after the
-		// server has stopped (cleanups run last-in, first-out).
-		endpointFor(t, s.dbPath)
-	}
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("server log (tail):\n%s", s.log.Tail(8000))
-		}
+	t.Parallel()
+	framework.Run(t, backends, func(t *testing.T, b framework.Backend) {
+		t.Parallel()
+		f(t, framework.Start(t, b, framework.Options{ProgressNotifyInterval: progressInterval}))
 	})
-	s.start()
-	return s
-}
-
-func (s *testServer) start() {
-	s.t.Helper()
-	if s.etcdBin != "" {
-		s.startEtcd()
-	} else {
-		s.startQuanty()
-	}
-	s.waitReady()
-}
-
-func (s *testServer) startQuanty() {
-	s.t.Helper()
-	cfg := endpoint.Config{
-		Listener:       s.addr,
-		Endpoint:       endpointFor(s.t, s.dbPath),
-		NotifyInterval: quantyProgressInterval,
-		Logger:         slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
-	s.progressWait = 5 * quantyProgressInterval
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := endpoint.Start(ctx, cfg)
-	if err != nil && s.addr != "127.0.0.1:0" {
-		// Restart: the old port may have been taken meanwhile.
-		cfg.Listener = "127.0.0.1:0"
-		srv, err = endpoint.Start(ctx, cfg)
-	}
-	if err != nil {
-		s.t.Fatalf("endpoint.Start: %v", err)
-	}
-	s.srv = srv
-	s.url = srv.ClientURL()
-	if u, err := url.Parse(s.url); err == nil && u.Host != "" {
-		s.addr = u.Host
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func (s *testServer) startEtcd() {
-	s.t.Helper()
-	s.progressWait = 5 * etcdProgressInterval
-	fresh := s.clientPort == 0
-	for attempt := 0; attempt < 3; attempt++ {
-		if fresh {
-			s.clientPort, s.peerPort = freePort(s.t), freePort(s.t)
-		}
-		curl := fmt.Sprintf("http://127.0.0.1:%d", s.clientPort)
-		purl := fmt.Sprintf("http://127.0.0.1:%d", s.peerPort)
-		cmd := exec.Command(s.etcdBin,
-			"--name", "default",
-			"--data-dir", s.dataDir,
-			"--listen-client-urls", curl,
-			"--advertise-client-urls", curl,
-			"--listen-peer-urls", purl,
-			"--initial-advertise-peer-urls", purl,
-			"--initial-cluster", "default="+purl,
-			"--watch-progress-notify-interval", etcdProgressInterval.String(),
-			"--unsafe-no-fsync",
-			"--log-level", "warn",
-		)
-		cmd.Stdout, cmd.Stderr = s.log, s.log
-		if err := cmd.Start(); err != nil {
-			s.t.Fatalf("start etcd: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		s.cmd, s.exited, s.url = cmd, exited, curl
-		// A port lost to a race makes etcd exit at once; try new ports.
-		select {
-		case <-exited:
-			s.cmd = nil
-			if !fresh {
-				s.t.Fatalf("etcd exited at restart:\n%s", s.log.Tail(4000))
-			}
-			continue
-		case <-time.After(300 * time.Millisecond):
-			return
-		}
-	}
-	s.t.Fatalf("etcd did not start:\n%s", s.log.Tail(4000))
-}
-
-// waitReady waits until the server answers a Status call.
-func (s *testServer) waitReady() {
-	s.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.url},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		s.t.Fatalf("client: %v", err)
-	}
-	defer cli.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Status(ctx, s.url)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("server at %s not ready: %v\n%s", s.url, err, s.log.Tail(4000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (s *testServer) stop() {
-	if s.srv != nil {
-		if err := s.srv.Close(); err != nil {
-			s.t.Errorf("server Close: %v", err)
-		}
-		s.srv = nil
-	}
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-		s.cmd = nil
-	}
-}
-
-// restart stops the server and starts it again on the same database (the
-// same --data-dir for etcd). Clients made before must not be used after.
-func (s *testServer) restart() {
-	s.t.Helper()
-	s.stop()
-	s.start()
-}
-
-// client returns a new client of the server, closed when the test ends.
-func (s *testServer) client() *clientv3.Client {
-	s.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.url},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		s.t.Fatalf("client: %v", err)
-	}
-	s.t.Cleanup(func() { _ = cli.Close() })
-	return cli
 }
 
 // testCtx bounds every call of a test.

@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
 // ack is one acknowledged write.
@@ -112,11 +114,8 @@ func checkStream(t *testing.T, name string, evs []*clientv3.Event, acks []ack) {
 // both, a watcher on each: both watchers see exactly the same events in
 // revision order with no hole, and each acknowledged write exactly once.
 func TestReplicas(t *testing.T) {
-	needPostgres(t, false)
-	dsn := newDatabase(t)
-	a := startProc(t, "replica-a", dsn)
-	b := startProc(t, "replica-b", dsn)
-	ca, cb := a.client(t), b.client(t)
+	x := framework.Start(t, framework.Postgres, framework.Options{Process: true, Replicas: 2})
+	ca, cb := x.ReplicaClient(t, 0), x.ReplicaClient(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -248,11 +247,8 @@ func TestReplicas(t *testing.T) {
 // (one revision, one DELETE per key on every watcher); Compact through one
 // replica is the floor on both.
 func TestReplicaLeasesAndCompact(t *testing.T) {
-	needPostgres(t, false)
-	dsn := newDatabase(t)
-	a := startProc(t, "replica-a", dsn)
-	b := startProc(t, "replica-b", dsn)
-	ca, cb := a.client(t), b.client(t)
+	x := framework.Start(t, framework.Postgres, framework.Options{Process: true, Replicas: 2})
+	ca, cb := x.ReplicaClient(t, 0), x.ReplicaClient(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

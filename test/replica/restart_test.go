@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quantyroot/quantykube/test/framework"
 )
 
 func errCode(err error) codes.Code {
@@ -27,10 +29,9 @@ func errCode(err error) codes.Code {
 // Unavailable meanwhile, nothing acknowledged is lost, the watcher carries
 // on without a gap or a duplicate, and no connection leaks.
 func TestPostgresRestart(t *testing.T) {
-	needPostgres(t, true)
-	dsn := newDatabase(t)
-	p := startProc(t, "quantykube", dsn)
-	cli := p.client(t)
+	cluster := framework.PostgresCluster(t)
+	x := framework.Start(t, framework.Postgres, framework.Options{Process: true})
+	cli := x.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start, err := cli.Get(ctx, "probe")
@@ -75,13 +76,13 @@ func TestPostgresRestart(t *testing.T) {
 	before := count()
 	sctx, scancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer scancel()
-	if err := pg.Cluster.Stop(sctx, "immediate"); err != nil {
+	if err := cluster.Stop(sctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	time.Sleep(3 * time.Second)
 	duringOutage := count()
-	if err := pg.Cluster.Start(sctx); err != nil {
+	if err := cluster.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("PostgreSQL was down for %v", time.Since(stopped).Round(time.Millisecond))
@@ -124,7 +125,7 @@ func TestPostgresRestart(t *testing.T) {
 	checkStream(t, "watcher", evs, acks)
 
 	// The store holds a bounded number of connections after the restart.
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, x.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}

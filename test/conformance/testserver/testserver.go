@@ -10,23 +10,23 @@
 //	func RunEtcd(t testing.TB, cfg *embed.Config) *kubernetes.Client
 //
 // The *embed.Config is only a carrier of the settings the suite tweaks
-// (WatchProgressNotifyInterval, client TLS); RunEtcd translates them into a
-// endpoint.Config and starts QuantyKube in-process on a fresh SQLite file.
+// (WatchProgressNotifyInterval, client TLS); RunEtcd translates them into
+// an endpoint.Config and starts QuantyKube in-process on a fresh SQLite
+// file through test/framework, the one way QuantyKube's suites start it.
 //
 // Setting QUANTYKUBE_CONFORMANCE_BACKEND=etcd starts a real embedded etcd
 // instead: the reference run that proves the harness itself is sound.
 // QUANTYKUBE_CONFORMANCE_BACKEND=postgres starts QuantyKube on a fresh
 // PostgreSQL database per test, made on the server QUANTY_TEST_POSTGRES_DSN
-// names (scripts/conformance.sh starts a throwaway cluster for it).
+// names (scripts/conformance.sh starts a throwaway cluster for it;
+// framework.PostgresServer honours the variable).
 package testserver
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -41,6 +41,7 @@ import (
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/test/framework"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -169,44 +170,37 @@ func startEtcd(t testing.TB, cfg *embed.Config) []string {
 	return e.Server.Cluster().ClientURLs()
 }
 
-// startQuantyKube starts QuantyKube in-process on a fresh SQLite database in
-// its own t.TempDir(). From cfg it honours the client TLS settings and
-// WatchProgressNotifyInterval.
+// startQuantyKube starts QuantyKube in-process through test/framework on a
+// fresh SQLite file (a fresh PostgreSQL database for the postgres backend),
+// as QuantyKube's own suites do. From cfg it honours the client TLS
+// settings and WatchProgressNotifyInterval.
 func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	t.Helper()
-	dir := t.TempDir()
-
-	logs := &testLogWriter{t: t}
-	dsn := "sqlite://" + filepath.Join(dir, "state.db")
+	b := framework.SQLite
 	if backend(t) == "postgres" {
-		dsn = postgresDatabase(t)
-	}
-	scfg := endpoint.Config{
-		Listener: "127.0.0.1:0",
-		Endpoint: dsn,
-		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	if tls := cfg.ClientTLSInfo; !tls.Empty() {
-		// A trusted CA requires client certificates, as etcd's does.
-		scfg.ServerTLSConfig.CertFile, scfg.ServerTLSConfig.KeyFile, scfg.ServerTLSConfig.TrustedCAFile = tls.CertFile, tls.KeyFile, tls.TrustedCAFile
-	}
-	if cfg.WatchProgressNotifyInterval != embed.NewConfig().WatchProgressNotifyInterval {
-		scfg.NotifyInterval = cfg.WatchProgressNotifyInterval
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel) // runs after Close (cleanups are LIFO)
-	srv, err := endpoint.Start(ctx, scfg)
-	if err != nil {
-		t.Fatalf("starting QuantyKube: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing QuantyKube: %v", err)
+		// The suite's TestMain is upstream's, so nothing here could remove
+		// a throwaway cluster the framework started: the server comes from
+		// scripts/conformance.sh.
+		if os.Getenv(pgtest.EnvDSN) == "" {
+			t.Fatalf("%s=postgres needs %s", BackendEnv, pgtest.EnvDSN)
 		}
-		logs.stop()
-	})
-	return []string{srv.ClientURL()}
+		b = framework.Postgres
+	}
+	logs := &testLogWriter{t: t}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped (cleanups are LIFO).
+	t.Cleanup(logs.stop)
+	x := framework.Start(t, b, framework.Options{Config: func(scfg *endpoint.Config) {
+		scfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if tls := cfg.ClientTLSInfo; !tls.Empty() {
+			// A trusted CA requires client certificates, as etcd's does.
+			scfg.ServerTLSConfig.CertFile, scfg.ServerTLSConfig.KeyFile, scfg.ServerTLSConfig.TrustedCAFile = tls.CertFile, tls.KeyFile, tls.TrustedCAFile
+		}
+		if cfg.WatchProgressNotifyInterval != embed.NewConfig().WatchProgressNotifyInterval {
+			scfg.NotifyInterval = cfg.WatchProgressNotifyInterval
+		}
+	}})
+	return x.Endpoints()
 }
 
 // testLogWriter sends server logs to t.Log until stop; afterwards (a
@@ -239,26 +233,4 @@ func trimNewline(p []byte) []byte {
 		return p[:n-1]
 	}
 	return p
-}
-
-// postgresDatabase makes a database for one test on the server named by
-// QUANTY_TEST_POSTGRES_DSN and drops it when the test ends.
-func postgresDatabase(t testing.TB) string {
-	t.Helper()
-	admin := os.Getenv(pgtest.EnvDSN)
-	if admin == "" {
-		t.Fatalf("%s=postgres needs %s", BackendEnv, pgtest.EnvDSN)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn, err := pgtest.CreateDatabase(ctx, admin, "conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = pgtest.DropDatabase(ctx, admin, dsn)
-	})
-	return dsn
 }

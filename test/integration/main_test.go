@@ -1,0 +1,9 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
