@@ -13,6 +13,7 @@ const usage = `quantykube: the etcd v3 API on an SQL revision log
 Usage:
   quantykube serve [flags]     serve the etcd v3 gRPC API
   quantykube history COMMAND   read and restore retained history (log, get, restore)
+  quantykube apiservice        print what registers the aggregated API with kube-apiserver
   quantykube version           print the version
 
 Run 'quantykube serve --help' for the flags.
@@ -29,6 +30,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "history":
 		err = history(os.Args[2:])
+	case "apiservice":
+		err = apiservice(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "--version":
 		fmt.Printf("quantykube (etcd API %s)\n", server.Version)
 	case "help", "-h", "--help":
