@@ -123,11 +123,7 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 	// Registered after framework.Start's cleanup, so it runs first:
 	// kube-apiserver stops before its datastore does.
 	t.Cleanup(func() {
-		for _, p := range []*process{c.kcm, c.apiserver} {
-			if early, err := p.exitedEarly(); early {
-				t.Errorf("%s exited during the test: %v", p.name, err)
-			}
-		}
+		// A process that died on its own is reported here, by stop.
 		c.stopKubernetes(t)
 		if t.Failed() {
 			for _, p := range []*process{c.apiserver, c.kcm} {
@@ -256,7 +252,7 @@ func (c *Cluster) stopKubernetes(t testing.TB) {
 	t.Helper()
 	for _, p := range []*process{c.kcm, c.apiserver} {
 		if err := p.stop(); err != nil {
-			t.Errorf("stop %v", err)
+			t.Error(err)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func checkCRD(t *testing.T, c *Cluster) {
 	if _, err := widgets.Patch(ctx, "widget-2", types.MergePatchType, []byte(`{"spec":{"color":"blue"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patch widget-2: %v", err)
 	}
-	ev := nextEvent(t, w, eventWait)
+	ev := nextEvent(t, w, "watch widget-2 after the patch")
 	var color string
 	if u, ok := ev.Object.(*unstructured.Unstructured); ok {
 		color, _, _ = unstructured.NestedString(u.Object, "spec", "color")
@@ -151,7 +151,7 @@ func checkCRD(t *testing.T, c *Cluster) {
 			t.Errorf("get %s after delete: %v, want NotFound", name, err)
 		}
 	}
-	if ev := nextEvent(t, w, eventWait); ev.Type != watch.Deleted {
+	if ev := nextEvent(t, w, "watch widget-2 after the delete"); ev.Type != watch.Deleted {
 		t.Fatalf("watch widget-2 after the delete: %s %v, want DELETED", ev.Type, ev.Object)
 	}
 

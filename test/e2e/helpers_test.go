@@ -32,21 +32,24 @@ func eventually(t *testing.T, ctx context.Context, timeout, interval time.Durati
 	}
 }
 
-// nextEvent is the watch's next event, failing t when none comes within
-// timeout or the watch ends.
-func nextEvent(t *testing.T, w watch.Interface, timeout time.Duration) watch.Event {
+// eventWait bounds the wait for one watch event.
+const eventWait = 30 * time.Second
+
+// nextEvent is the watch's next event, failing t (saying what it waited
+// for) when none comes within eventWait or the watch ends.
+func nextEvent(t *testing.T, w watch.Interface, what string) watch.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-w.ResultChan():
 		if !ok {
-			t.Fatalf("watch closed before the next event")
+			t.Fatalf("%s: the watch closed before the next event", what)
 		}
 		if ev.Type == watch.Error {
-			t.Fatalf("watch error: %v", ev.Object)
+			t.Fatalf("%s: watch error: %v", what, ev.Object)
 		}
 		return ev
-	case <-time.After(timeout):
-		t.Fatalf("no watch event within %s", timeout)
+	case <-time.After(eventWait):
+		t.Fatalf("%s: no watch event within %s", what, eventWait)
 	}
 	panic("unreachable")
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func checkHistory(t *testing.T, c *Cluster) {
 	if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	ev := nextEvent(t, w, eventWait)
+	ev := nextEvent(t, w, "watch after the delete")
 	deleted, ok := ev.Object.(*corev1.ConfigMap)
 	if ev.Type != watch.Deleted || !ok {
 		t.Fatalf("after the delete: %s %v, want DELETED", ev.Type, ev.Object)
@@ -75,16 +76,16 @@ func checkHistory(t *testing.T, c *Cluster) {
 
 	entries := historyLog(t, c, logEP, key)
 	if len(entries) != 2 {
-		t.Fatalf("history log %s: %d entries, want the create and the delete:\n%v", key, len(entries), entries)
+		t.Fatalf("history log %s: %d entries, want the create and the delete:\n%s", key, len(entries), entriesString(entries))
 	}
 	cr, del := entries[0], entries[1]
 	if cr.Revision != createRev || cr.Deleted != 0 || cr.PrevKv != nil || cr.Kv == nil ||
 		string(cr.Kv.Key) != key || cr.Kv.CreateRevision != createRev || cr.Kv.ModRevision != createRev || cr.Kv.Version != 1 {
-		t.Errorf("history log entry 1: %v\nwant the create at revision %d (deleted 0, version 1, no prev_kv)", cr, createRev)
+		t.Errorf("history log entry 1: %s\nwant the create at revision %d (deleted 0, version 1, no prev_kv)", entryString(cr), createRev)
 	}
 	if del.Revision != deleteRev || del.Deleted != 1 || del.Kv == nil || string(del.Kv.Key) != key ||
 		del.PrevKv == nil || del.PrevKv.ModRevision != createRev {
-		t.Errorf("history log entry 2: %v\nwant the delete at revision %d (deleted 1, prev_kv at %d)", del, deleteRev, createRev)
+		t.Errorf("history log entry 2: %s\nwant the delete at revision %d (deleted 1, prev_kv at %d)", entryString(del), deleteRev, createRev)
 	}
 	if del.UnixMs <= cr.UnixMs {
 		t.Fatalf("history log: the delete at %d ms is not after the create at %d ms", del.UnixMs, cr.UnixMs)
@@ -124,13 +125,30 @@ func checkHistory(t *testing.T, c *Cluster) {
 
 	// The restore and the update are ordinary changes in the log.
 	entries = historyLog(t, c, logEP, key)
-	var kinds []string
-	for _, e := range entries {
-		kinds = append(kinds, map[int64]string{0: "put", 1: "delete"}[e.Deleted])
-	}
 	if len(entries) != 4 || entries[2].Revision != restore.NewRevision || entries[2].Deleted != 0 || entries[2].PrevKv != nil ||
 		entries[3].Revision != rv(t, updated) || entries[3].Deleted != 0 {
-		t.Errorf("history log after the restore and the update: %s\nwant put, delete, put at %d (a create), put at %s",
-			strings.Join(kinds, ", "), restore.NewRevision, updated.ResourceVersion)
+		t.Errorf("history log after the restore and the update:\n%s\nwant the create, the delete, a create at %d, a put at %s",
+			entriesString(entries), restore.NewRevision, updated.ResourceVersion)
 	}
+}
+
+// entryString shows a log entry without its value (a protobuf-encoded
+// object, unreadable in a failure message).
+func entryString(e *historypb.LogEntry) string {
+	s := fmt.Sprintf("revision %d, deleted %d", e.Revision, e.Deleted)
+	if e.Kv != nil {
+		s += fmt.Sprintf(", key %s create %d mod %d version %d", e.Kv.Key, e.Kv.CreateRevision, e.Kv.ModRevision, e.Kv.Version)
+	}
+	if e.PrevKv != nil {
+		s += fmt.Sprintf(", prev_kv mod %d", e.PrevKv.ModRevision)
+	}
+	return s
+}
+
+func entriesString(entries []*historypb.LogEntry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		fmt.Fprintf(&b, "  %d: %s\n", i+1, entryString(e))
+	}
+	return b.String()
 }

@@ -94,7 +94,7 @@ func (p *process) stop() error {
 	}()
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s had exited already: %v", p.name, p.err)
+		return fmt.Errorf("%s exited before it was stopped: %v", p.name, p.err)
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)

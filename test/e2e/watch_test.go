@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 )
-
-const eventWait = 30 * time.Second
 
 func byName(name string) string { return "metadata.name=" + name }
 
@@ -41,7 +38,7 @@ func checkWatch(t *testing.T, c *Cluster) {
 	if err != nil {
 		t.Fatalf("patch: %v", err)
 	}
-	ev := nextEvent(t, w, eventWait)
+	ev := nextEvent(t, w, "after the patch")
 	got, ok := ev.Object.(*corev1.ConfigMap)
 	if ev.Type != watch.Modified || !ok || got.Data["k"] != "after" || got.ResourceVersion != patched.ResourceVersion {
 		t.Fatalf("after the patch: %s %+v, want MODIFIED with k=after at %s", ev.Type, ev.Object, patched.ResourceVersion)
@@ -49,7 +46,7 @@ func checkWatch(t *testing.T, c *Cluster) {
 	if err := cms.Delete(ctx, "watched", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	ev = nextEvent(t, w, eventWait)
+	ev = nextEvent(t, w, "after the delete")
 	if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Deleted || !ok || rv(t, got) <= rv(t, patched) {
 		t.Fatalf("after the delete: %s %+v, want DELETED after revision %s", ev.Type, ev.Object, patched.ResourceVersion)
 	}
@@ -88,13 +85,13 @@ func checkWatchResume(t *testing.T, c *Cluster) {
 			}
 			defer w.Stop()
 			for i, step := range []string{"1", "2"} {
-				ev := nextEvent(t, w, eventWait)
+				ev := nextEvent(t, w, fmt.Sprintf("event %d of 3", i+1))
 				u, ok := ev.Object.(*unstructured.Unstructured)
 				if ev.Type != watch.Modified || !ok || u.GetLabels()["step"] != step || rv(t, u) != revs[i] {
 					t.Fatalf("event %d: %s %v, want MODIFIED step=%s at %d", i+1, ev.Type, ev.Object, step, revs[i])
 				}
 			}
-			ev := nextEvent(t, w, eventWait)
+			ev := nextEvent(t, w, "event 3 of 3")
 			if u, ok := ev.Object.(*unstructured.Unstructured); ev.Type != watch.Deleted || !ok || rv(t, u) <= revs[1] {
 				t.Fatalf("event 3: %s %v, want DELETED after %d", ev.Type, ev.Object, revs[1])
 			}
@@ -141,7 +138,7 @@ func checkWatchStoreWrites(t *testing.T, c *Cluster) {
 	for i := range c.QuantyKube.Replicas() {
 		through := fmt.Sprintf("replica-%d", i)
 		rev := storeUpdateConfigMap(t, ctx, c.QuantyKube.ReplicaClient(t, i), key, func(cm *corev1.ConfigMap) { cm.Data["through"] = through })
-		ev := nextEvent(t, w, eventWait)
+		ev := nextEvent(t, w, fmt.Sprintf("after the write through replica %d at revision %d", i, rev))
 		got, ok := ev.Object.(*corev1.ConfigMap)
 		if ev.Type != watch.Modified || !ok || got.Data["through"] != through || rv(t, got) != rev {
 			t.Fatalf("after the write through replica %d at revision %d: %s %+v, want MODIFIED through=%s", i, rev, ev.Type, ev.Object, through)
