@@ -56,8 +56,10 @@ fi
 cd "$CACHE/module"
 staging_ver="v0.${K8S_VERSION#v1.}"
 if [ ! -f go.mod ] || ! grep -q "^require k8s.io/kubernetes $K8S_VERSION\$" go.mod; then
-	kmod=$(GOFLAGS= "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
-		sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+	# go mod download -json reports its errors in the JSON, on stdout.
+	dl=$(GOFLAGS= "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION") ||
+		{ echo "kubernetes: go mod download k8s.io/kubernetes@$K8S_VERSION failed: $dl" >&2; exit 1; }
+	kmod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$dl")
 	[ -n "$kmod" ] && [ -f "$kmod" ] || { echo "kubernetes: cannot download k8s.io/kubernetes@$K8S_VERSION's go.mod" >&2; exit 1; }
 	staging=$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$kmod")
 	[ -n "$staging" ] || { echo "kubernetes: no staging replaces in $kmod" >&2; exit 1; }
