@@ -123,8 +123,13 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 	// Registered after framework.Start's cleanup, so it runs first:
 	// kube-apiserver stops before its datastore does.
 	t.Cleanup(func() {
-		// A process that died on its own is reported here, by stop.
+		// A Kubernetes process that died on its own is reported by stop.
 		c.stopKubernetes(t)
+		for i := range c.QuantyKube.Replicas() {
+			if c.QuantyKube.Exited(i) {
+				t.Errorf("QuantyKube replica %d exited during the test", i)
+			}
+		}
 		if t.Failed() {
 			for _, p := range []*process{c.apiserver, c.kcm} {
 				t.Logf("%s log (tail):\n%s", p.name, p.tail(8000))

@@ -19,8 +19,9 @@ import (
 
 func byName(name string) string { return "metadata.name=" + name }
 
-// checkWatch: a watch from an object's resourceVersion sees its update
-// (with the new data and revision) and its delete.
+// checkWatch: a watch as `kubectl get -w` starts it (no resourceVersion)
+// sees the object as it is, then its update (with the new data and
+// revision) and its delete.
 func checkWatch(t *testing.T, c *Cluster) {
 	ctx := c.Ctx(t)
 	ns := c.Namespace(t)
@@ -29,16 +30,20 @@ func checkWatch(t *testing.T, c *Cluster) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: byName("watched"), ResourceVersion: cm.ResourceVersion})
+	w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: byName("watched")})
 	if err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	defer w.Stop()
+	ev := nextEvent(t, w, "the initial state")
+	if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Added || !ok || got.Data["k"] != "before" || got.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("first event: %s %+v, want ADDED with k=before at %s", ev.Type, ev.Object, cm.ResourceVersion)
+	}
 	patched, err := cms.Patch(ctx, "watched", types.MergePatchType, []byte(`{"data":{"k":"after"}}`), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatalf("patch: %v", err)
 	}
-	ev := nextEvent(t, w, "after the patch")
+	ev = nextEvent(t, w, "after the patch")
 	got, ok := ev.Object.(*corev1.ConfigMap)
 	if ev.Type != watch.Modified || !ok || got.Data["k"] != "after" || got.ResourceVersion != patched.ResourceVersion {
 		t.Fatalf("after the patch: %s %+v, want MODIFIED with k=after at %s", ev.Type, ev.Object, patched.ResourceVersion)
