@@ -106,8 +106,10 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 	if c.port, err = fixedPort(); err != nil {
 		t.Fatal(err)
 	}
-	if c.kcmPort, err = fixedPort(); err != nil {
-		t.Fatal(err)
+	for c.kcmPort == 0 || c.kcmPort == c.port {
+		if c.kcmPort, err = fixedPort(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.writeKubeconfig(); err != nil {
 		t.Fatal(err)
@@ -243,13 +245,13 @@ func (c *Cluster) startKubernetes(t testing.TB) {
 		t.Fatal(err)
 	}
 	if err := c.waitAPIServer(3 * time.Minute); err != nil {
-		t.Fatalf("kube-apiserver: %v\n%s", err, c.apiserver.tail(6000))
+		t.Fatalf("kube-apiserver: %v (its log follows)", err)
 	}
 	if err := c.kcm.start(c.kcmArgs()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.waitControllerManager(time.Minute); err != nil {
-		t.Fatalf("kube-controller-manager: %v\n%s", err, c.kcm.tail(6000))
+		t.Fatalf("kube-controller-manager: %v (its log follows)", err)
 	}
 }
 
