@@ -24,8 +24,11 @@ run: build
 test: lint
 	$(GO) run ./test/ci/testcheck -go $(GO) -- -count=1 -timeout 20m ./...
 
+# The nested modules (test/conformance, test/e2e) replace this module with
+# ../..: their go.mod must follow ours, or they stop building.
 lint:
-	@test -z "$$(gofmt -l cmd pkg test)" || { echo "gofmt needed:"; gofmt -l cmd pkg test; exit 1; }
+	@test -z "$$(gofmt -l cmd pkg test deploy)" || { echo "gofmt needed:"; gofmt -l cmd pkg test deploy; exit 1; }
+	@for m in . test/conformance test/e2e; do (cd $$m && GOFLAGS= $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
