@@ -48,11 +48,12 @@ conformance-postgres:
 conformance-embed:
 	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/
 
-# kube-apiserver and kube-controller-manager v1.37.2 (built once into
-# .cache/kubernetes by scripts/kubernetes.sh) on QuantyKube, checked through
-# client-go and kubectl (test/e2e, a nested module): on SQLite, then on two
-# replicas sharing one PostgreSQL. A missing kubectl, Kubernetes build or
-# PostgreSQL fails it. One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
+# kube-apiserver and kube-controller-manager v1.37.2 (built once, with
+# kubectl, into .cache/kubernetes by scripts/kubernetes.sh) on QuantyKube,
+# checked through client-go and kubectl (test/e2e, a nested module): on
+# SQLite serving the aggregated API from a network namespace (root and
+# iproute2), then on two replicas sharing one PostgreSQL. A missing part
+# fails it. One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
 E2E_RUN ?= .
 e2e:
 	cd test/e2e && $(GO) vet ./... && $(GO) test -count=1 -v -timeout 60m -run '$(E2E_RUN)' .
