@@ -55,17 +55,17 @@ The exit status is that of kubectl diff: 0 no differences, 1 differences,
 	},
 }
 
-// version is an object at one point in its history.
-type version struct {
+// snapshot is an object at one point in its history.
+type snapshot struct {
 	rev   int64            // the revision read
 	kv    *mvccpb.KeyValue // nil: it did not exist then
 	label string
 }
 
-// text is the version's YAML as diffs show it. A value that is not an
+// text is the snapshot's YAML as diffs show it. A value that is not an
 // object shows as a comment line, an encrypted one with a hash of its
 // ciphertext so that a change still shows.
-func (v version) text() (string, error) {
+func (v snapshot) text() (string, error) {
 	if v.kv == nil {
 		return "", nil
 	}
@@ -89,12 +89,12 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 	if err != nil {
 		return err
 	}
-	var points []version
+	var points []snapshot
 	for _, r := range revs {
 		if r <= 0 {
 			return fmt.Errorf("--rev %d: want a revision > 0", r)
 		}
-		v, err := s.version(ctx, &historypb.Request{Key: []byte(t.key), Revision: r}, "revision %d")
+		v, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key), Revision: r}, "revision %d")
 		if err != nil {
 			return err
 		}
@@ -105,14 +105,14 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 		if err != nil {
 			return err
 		}
-		v, err := s.version(ctx, &historypb.Request{Key: []byte(t.key), UnixMs: ms}, "revision %d (at "+a+")")
+		v, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key), UnixMs: ms}, "revision %d (at "+a+")")
 		if err != nil {
 			return err
 		}
 		points = append(points, v)
 	}
 	if len(points) < 2 {
-		now, err := s.version(ctx, &historypb.Request{Key: []byte(t.key)}, "revision %d (now)")
+		now, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key)}, "revision %d (now)")
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 		if err != nil {
 			return err
 		}
-		points = append([]version{before}, points...)
+		points = append([]snapshot{before}, points...)
 	}
 	from, to := points[0], points[1]
 	if from.rev > to.rev {
@@ -132,13 +132,13 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 	return s.showDiff(t, from, to)
 }
 
-// version reads one point; label has a %d for the revision read.
-func (s *session) version(ctx context.Context, req *historypb.Request, label string) (version, error) {
+// snapshot reads one point; label has a %d for the revision read.
+func (s *session) snapshot(ctx context.Context, req *historypb.Request, label string) (snapshot, error) {
 	rev, kv, err := s.state(ctx, req)
 	if err != nil {
-		return version{}, err
+		return snapshot{}, err
 	}
-	v := version{rev: rev, kv: kv, label: fmt.Sprintf(label, rev)}
+	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, rev)}
 	if kv == nil {
 		v.label += ", absent"
 	}
@@ -146,23 +146,23 @@ func (s *session) version(ctx context.Context, req *historypb.Request, label str
 }
 
 // beforeLastChange is the state before the object's newest change.
-func (s *session) beforeLastChange(ctx context.Context, t target) (version, error) {
+func (s *session) beforeLastChange(ctx context.Context, t target) (snapshot, error) {
 	entries, err := s.api.log(ctx, &historypb.Request{Key: []byte(t.key)})
 	if err != nil {
-		return version{}, err
+		return snapshot{}, err
 	}
 	if len(entries) == 0 {
-		return version{}, fmt.Errorf("no history found for %s", t)
+		return snapshot{}, fmt.Errorf("no history found for %s", t)
 	}
 	last := entries[len(entries)-1]
 	rev := last.GetRevision() - 1
 	switch prev := last.GetPrevKv(); {
 	case prev != nil:
-		return version{rev: rev, kv: prev, label: fmt.Sprintf("revision %d", prev.ModRevision)}, nil
+		return snapshot{rev: rev, kv: prev, label: fmt.Sprintf("revision %d", prev.ModRevision)}, nil
 	case last.GetKv().GetVersion() == 1:
-		return version{rev: rev, label: fmt.Sprintf("revision %d, absent", rev)}, nil
+		return snapshot{rev: rev, label: fmt.Sprintf("revision %d, absent", rev)}, nil
 	}
-	return version{}, fmt.Errorf("the state of %s before revision %d is no longer retained", t, last.GetRevision())
+	return snapshot{}, fmt.Errorf("the state of %s before revision %d is no longer retained", t, last.GetRevision())
 }
 
 // diffFile names the object's file for an external diff as kubectl diff
@@ -181,7 +181,7 @@ func (t target) diffFile() string {
 	return strings.Join(parts, ".")
 }
 
-func (s *session) showDiff(t target, from, to version) error {
+func (s *session) showDiff(t target, from, to snapshot) error {
 	a, err := from.text()
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ type command struct {
 	setup func(fs *pflag.FlagSet) func(ctx context.Context, s *session, args []string) error
 }
 
+// version is set by make dist (-ldflags -X main.version=...).
+var version = "dev"
+
 var commands = []*command{logCmd, getCmd, diffCmd, restoreCmd, deletedCmd, undeleteCmd}
 
 // exitError carries an exit status other than 1, and a message or none.
@@ -80,6 +83,10 @@ func (p *plugin) run(ctx context.Context, args []string) int {
 		if len(args) == 0 {
 			return 1
 		}
+		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		fmt.Fprintf(p.out, "kubectl-quanty %s\n", version)
 		return 0
 	}
 	var cmd *command
@@ -151,7 +158,7 @@ func overview() string {
 	for _, c := range commands {
 		b.WriteString(firstExample(c.examples))
 	}
-	b.WriteString("\nRun 'kubectl quanty COMMAND --help' for a command's flags and more examples.\n")
+	b.WriteString("\nRun 'kubectl quanty COMMAND --help' for a command's flags and more examples,\n'kubectl quanty version' for the version.\n")
 	return b.String()
 }
 

@@ -121,8 +121,8 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	default:
 		r.Action = "update"
 	}
-	from := version{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", nowRev)}
-	to := version{rev: rev, kv: old, label: fmt.Sprintf("revision %d", rev)}
+	from := snapshot{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", nowRev)}
+	to := snapshot{rev: rev, kv: old, label: fmt.Sprintf("revision %d", rev)}
 	a, err := from.text()
 	if err != nil {
 		return r, err
