@@ -24,7 +24,8 @@ mkdir -p "$OUT"
 archive() {
 	tar -C "$1" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$2" | gzip -n >"$3"
 }
-manifest=$(cat plugins/quanty.yaml)
+# The template without its opening comment, which is about the template.
+manifest=$(sed '1,/^apiVersion:/{/^#/d}' plugins/quanty.yaml)
 for p in $PLATFORMS; do
 	os=${p%/*} arch=${p#*/} ext=
 	[ "$os" = windows ] && ext=.exe

@@ -61,13 +61,13 @@ func TestConfigMapHistory(t *testing.T) {
 	}
 
 	var doc struct {
-		Key     string   `json:"key"`
-		Changes []logRow `json:"changes"`
+		Key       string   `json:"key"`
+		Revisions []logRow `json:"revisions"`
 	}
 	if err := json.Unmarshal([]byte(c.ok("log", "configmap/web", "--reverse", "-o", "json")), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Key != key || len(doc.Changes) != 3 || doc.Changes[0].Revision != revs[0] || strings.Join(doc.Changes[2].Changes, ",") != "data.color" {
+	if doc.Key != key || len(doc.Revisions) != 3 || doc.Revisions[0].Revision != revs[0] || strings.Join(doc.Revisions[2].Changes, ",") != "data.color" {
 		t.Fatalf("log -o json = %+v", doc)
 	}
 	if got := c.ok("log", "configmaps/web", "--limit", "1", "-o", "json"); !strings.Contains(got, fmt.Sprintf(`"revision": %d`, revs[2])) || strings.Contains(got, fmt.Sprintf(`"revision": %d`, revs[1])) {
@@ -81,8 +81,8 @@ func TestConfigMapHistory(t *testing.T) {
 		}
 	}
 	// --at the commit time of the second revision, as log prints it.
-	if got := c.ok("get", "ConfigMap/web", "--at", doc.Changes[1].Time, "-o", "json"); !strings.Contains(got, `"color": "green"`) {
-		t.Errorf("get --at %s printed:\n%s", doc.Changes[1].Time, got)
+	if got := c.ok("get", "ConfigMap/web", "--at", doc.Revisions[1].Time, "-o", "json"); !strings.Contains(got, `"color": "green"`) {
+		t.Errorf("get --at %s printed:\n%s", doc.Revisions[1].Time, got)
 	}
 	if got := c.ok("get", "cm", "web", "--rev", fmt.Sprint(revs[1]), "-o", "name"); got != "configmap/web\n" {
 		t.Errorf("get -o name = %q", got)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -224,7 +225,7 @@ func deletedRows(tab *storagekey.Table, sc scope) []deletedRow {
 }
 
 func (s *session) printDeleted(rows []deletedRow, format string) error {
-	slices.SortStableFunc(rows, func(a, b deletedRow) int { return int(a.DeletedRevision - b.DeletedRevision) })
+	slices.SortStableFunc(rows, func(a, b deletedRow) int { return cmp.Compare(a.DeletedRevision, b.DeletedRevision) })
 	for i := range rows {
 		rows[i].DeletedTime = s.when(rows[i].DeletedUnixMs)
 	}

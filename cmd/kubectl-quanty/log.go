@@ -144,10 +144,10 @@ func (s *session) printLog(t target, rows []logRow, format string) error {
 		for i := range rows {
 			rows[i].Time = s.when(rows[i].UnixMs)
 		}
-		doc := map[string]any{"object": t.String(), "key": t.key, "changes": rows}
 		if rows == nil {
-			doc["changes"] = []logRow{}
+			rows = []logRow{}
 		}
+		doc := map[string]any{"object": t.String(), "key": t.key, "revisions": rows}
 		b, err := render(doc, format)
 		if err != nil {
 			return err
