@@ -52,12 +52,11 @@ func decodeValue(b []byte) value {
 		v.Format, v.Encrypted = "encrypted", encryption(b)
 	case bytes.HasPrefix(b, protobufMagic):
 		v.Format = "protobuf"
-		obj, gvk, err := protobufCodec.Decode(b, nil, nil)
+		obj, _, err := protobufCodec.Decode(b, nil, nil)
 		if err != nil {
 			v.Problem = fmt.Sprintf("Kubernetes protobuf that this kubectl-quanty cannot decode: %v", err)
 			return v
 		}
-		obj.GetObjectKind().SetGroupVersionKind(*gvk)
 		v.Object, v.Problem = toMap(obj)
 	case bytes.HasPrefix(b, cborMagic):
 		v.Format = "cbor"
