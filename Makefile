@@ -5,10 +5,15 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench
+.PHONY: build kubectl-quanty run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench dist dist-check
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
+
+# The kubectl plugin (docs/KUBECTL-QUANTY.md): put bin/ on PATH, then
+# kubectl quanty --help.
+kubectl-quanty:
+	$(GO) build -o bin/kubectl-quanty ./cmd/kubectl-quanty
 
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
@@ -67,7 +72,21 @@ proto-check: proto
 	@git diff --exit-code -- proto/ || { echo "proto/historypb is stale: run make proto and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { echo "make proto left untracked files in proto/"; git status --porcelain -- proto/; exit 1; }
 
-ci: proto-check test conformance e2e
+# Release archives of kubectl-quanty and quantykube for linux, darwin and
+# windows on amd64 and arm64 in dist/, and the krew manifest
+# plugins/quanty.yaml filled in as dist/quanty.yaml (scripts/dist.sh:
+# VERSION, DIST_URL, PLATFORMS).
+dist:
+	GO=$(GO) bash scripts/dist.sh
+
+# What CI checks of make dist, quickly: both binaries cross-compile for
+# windows/amd64 and darwin/arm64 (the krew manifest's own checks are a
+# unit test of cmd/kubectl-quanty).
+dist-check:
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build ./cmd/kubectl-quanty ./cmd/quantykube
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./cmd/kubectl-quanty ./cmd/quantykube
+
+ci: proto-check dist-check test conformance e2e
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
 # Postgres), peers built once into .cache/bench. BENCH_FLAGS adds harness
