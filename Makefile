@@ -79,12 +79,13 @@ proto-check: proto
 dist:
 	GO=$(GO) bash scripts/dist.sh
 
-# What CI checks of make dist, quickly: both binaries cross-compile for
-# windows/amd64 and darwin/arm64 (the krew manifest's own checks are a
-# unit test of cmd/kubectl-quanty).
+# What CI checks of make dist, within its time: kubectl-quanty compiles for
+# Windows, the platform whose paths and terminal differ most from Linux
+# (both binaries on every platform cost CI 16 minutes cold; make dist builds
+# them all; the krew manifest's own checks are a unit test of
+# cmd/kubectl-quanty).
 dist-check:
-	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build ./cmd/kubectl-quanty ./cmd/quantykube
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./cmd/kubectl-quanty ./cmd/quantykube
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/kubectl-quanty
 
 ci: proto-check dist-check test conformance e2e
 

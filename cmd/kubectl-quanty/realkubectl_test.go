@@ -21,8 +21,15 @@ import (
 // what the fake kubectl assumes of the real one: get --raw copies the
 // answer, create --raw -f - sends standard input, errors are printed as
 // "Error from server (Reason): message", the flags are kubectl's.
+//
+// The kubectl is $KUBECTL (CI sets it to kubectl v1.37.2, built from the
+// module proxy), else the first on PATH.
 func TestRealKubectl(t *testing.T) {
-	real, err := exec.LookPath("kubectl")
+	kubectl := os.Getenv("KUBECTL")
+	if kubectl == "" {
+		kubectl = "kubectl"
+	}
+	real, err := exec.LookPath(kubectl)
 	if err != nil {
 		framework.Unavailable(t, "kubectl", err)
 	}
