@@ -153,11 +153,14 @@ func (t *directTx) commit(end batchEnd) error {
 		}
 	}
 	if err := t.tx.tx.Commit(); err != nil {
-		// It may have reached the disk: start over from the database, and
-		// stop serving reads from an index that may be behind it.
+		// It may have reached the disk (SQLite reports an I/O error of the
+		// sync after the WAL frames are written, and they count after a
+		// restart): start over from the database, stop serving reads from
+		// an index that may be behind it, and do not apply the batch's
+		// requests again.
 		t.b.uncertain = true
 		t.b.s.staleIndex()
-		return err
+		return &errCommitUnknown{err: err}
 	}
 	t.b.last = BatchStart{Rev: end.rev, Compact: end.compact, LastUnixMs: end.start.LastUnixMs}
 	if end.rev != end.start.Rev {

@@ -57,11 +57,12 @@ type OutOfRangeError struct{ Msg string }
 func (e *OutOfRangeError) Error() string { return e.Msg }
 
 // errCommitUnknown wraps a failed COMMIT whose outcome cannot be known (a
-// connection to a database across the network broke during it): the
-// batch may have committed, so its requests must not be retried.
+// connection to a database across the network broke during it, or SQLite's
+// commit failed after writing): the batch may have committed, so its
+// requests must not be retried.
 type errCommitUnknown struct{ err error }
 
 func (e *errCommitUnknown) Error() string {
-	return "commit outcome unknown (the database connection failed during COMMIT): " + e.err.Error()
+	return "commit outcome unknown: " + e.err.Error()
 }
 func (e *errCommitUnknown) Unwrap() error { return e.err }

@@ -166,8 +166,9 @@ type LogQuery struct {
 	FromRev int64
 	// After is the last entry of the previous page (zero: from the start).
 	After LogCursor
-	// Limit and MaxBytes end a page at that many entries or bytes,
-	// whichever comes first (at least one entry is returned).
+	// Limit (at least 1) and MaxBytes end a page at that many entries or
+	// bytes, whichever comes first; a page holds at least one entry, and
+	// MaxBytes <= 0 sets no byte bound.
 	Limit, MaxBytes int
 }
 
@@ -189,6 +190,9 @@ type LogPage struct {
 
 // Log lists the retained changes in q.Range, oldest first (History).
 func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
+	if q.Limit < 1 {
+		return nil, fmt.Errorf("log: a page's limit must be at least one entry, not %d", q.Limit)
+	}
 	page := &LogPage{HeaderRev: s.Rev()}
 	kr := q.Range
 	if q.FromRev > page.HeaderRev {
@@ -223,7 +227,7 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	size := 0
 	for i, e := range evs {
 		size += e.Size()
-		if i == q.Limit || (i > 0 && size > q.MaxBytes) {
+		if i == q.Limit || (i > 0 && q.MaxBytes > 0 && size > q.MaxBytes) {
 			page.More = true
 			page.Next = LogCursor{Rev: evs[i-1].Rev(), Sub: subs[i-1]}
 			evs = evs[:i]

@@ -144,6 +144,10 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// The revision moves before the Hub does, as in localPublisher:
+		// a client that saw an event of revision to and then reads must
+		// read at to or later.
+		storeMax(&t.s.committed, to)
 		t.s.hub.publish(to, evs)
 	}
 	storeMax(&t.s.committed, rev)
@@ -168,8 +172,8 @@ func (t *tailer) published(c *committed) {
 	case have >= c.rev:
 		// The tailer already read it back.
 	case have == c.startRev:
-		t.s.hub.publish(c.rev, c.events)
 		storeMax(&t.s.committed, c.rev)
+		t.s.hub.publish(c.rev, c.events)
 	default:
 		if err := t.catchUpLocked(context.Background()); err != nil {
 			// The tailer will publish it once the database answers.

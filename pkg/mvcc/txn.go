@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -281,9 +282,10 @@ func compareKV(c *pb.Compare, kv *mvccpb.KeyValue) bool {
 }
 
 // check refuses, before anything is written, what etcd refuses at apply
-// time: ranges at unreadable revisions, puts on unknown leases, and
-// ignore_value/ignore_lease on keys that do not exist.
-func (b *batch) check(p *plan) error {
+// time: ranges at unreadable revisions (below floor, the request's), puts
+// on unknown leases, and ignore_value/ignore_lease on keys that do not
+// exist.
+func (b *batch) check(p *plan, floor int64) error {
 	for i, op := range p.ops {
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
@@ -291,7 +293,7 @@ func (b *batch) check(p *plan) error {
 			if rr.Revision > b.rev {
 				return ErrFutureRev
 			}
-			if rr.Revision > 0 && rr.Revision < b.floor() {
+			if rr.Revision > 0 && rr.Revision < floor {
 				return ErrCompacted
 			}
 		case *pb.RequestOp_RequestPut:
@@ -316,7 +318,7 @@ func (b *batch) check(p *plan) error {
 			}
 		case *pb.RequestOp_RequestTxn:
 			if np := p.nested[i]; np != nil {
-				if err := b.check(np); err != nil {
+				if err := b.check(np, floor); err != nil {
 					return err
 				}
 			}
@@ -330,9 +332,13 @@ func (b *batch) floor() int64 { return max(b.compact, b.s.RetainFloor()) }
 
 // change is one request's pending revision: rev is taken when the request
 // makes its first change, and every change in it shares that revision.
+// floor is read once per request: the pruner may raise the store's floor
+// while the request runs, and a Range op that check let through must not
+// be refused after the request has written.
 type change struct {
-	rev int64
-	sub int64
+	rev   int64
+	sub   int64
+	floor int64
 }
 
 func (c *change) touched() bool { return c.sub > 0 }
@@ -354,12 +360,18 @@ func (b *batch) txn(r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.check(p); err != nil {
+	c := &change{rev: b.rev + 1, floor: b.floor()}
+	if err := b.check(p, c.floor); err != nil {
 		return nil, err
 	}
-	c := &change{rev: b.rev + 1}
 	resp, err := b.exec(c, p)
 	if err != nil {
+		if c.touched() && Refused(err) {
+			// A refusal is a request that wrote nothing; this one has
+			// written, so it fails the batch, whose rollback takes the
+			// writes back.
+			return nil, fmt.Errorf("txn: refused after writing: %v", err)
+		}
 		return nil, err
 	}
 	if c.touched() {
@@ -411,7 +423,7 @@ func (b *batch) rangeOp(c *change, r *pb.RangeRequest) (*pb.RangeResponse, error
 	if err := b.tx.flush(); err != nil {
 		return nil, err
 	}
-	res, err := b.s.rangeIn(b.ctx, b.tx.q(), r, c.headerRev(b.rev), b.floor())
+	res, err := b.s.rangeIn(b.ctx, b.tx.q(), r, c.headerRev(b.rev), c.floor)
 	if err != nil {
 		return nil, err
 	}

@@ -228,7 +228,7 @@ func (b *batch) compactTo(rev int64) error {
 	switch {
 	case rev > b.rev:
 		return ErrFutureRev
-	case rev <= max(b.compact, b.s.RetainFloor()):
+	case rev <= b.floor():
 		return ErrCompacted
 	}
 	b.compact = rev
