@@ -90,7 +90,7 @@ dist-check:
 ci: proto-check dist-check test conformance e2e
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
-# Postgres), peers built once into .cache/bench. BENCH_FLAGS adds harness
+# Postgres), peers built once into .cache/peers. BENCH_FLAGS adds harness
 # flags, e.g. BENCH_FLAGS="-rounds 1 -clients 64". See docs/BENCHMARKS.md.
 BENCH_FLAGS ?= -list100k
 bench:

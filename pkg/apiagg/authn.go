@@ -35,7 +35,7 @@ var healthPaths = map[string]bool{"/healthz": true, "/readyz": true, "/livez": t
 // name, and only then are the X-Remote-* headers read (by remoteHeaders,
 // which reads them exactly as k8s.io/apiserver's headerrequest package
 // does; that package also holds a controller with a full Kubernetes
-// clientset, which would double the binary: ADR-010).
+// clientset, which would grow the binary by more than half: ADR-010).
 type frontProxy struct {
 	auth authenticator.Request
 }

@@ -17,7 +17,7 @@ var groupVersion = metav1.GroupVersionForDiscovery{GroupVersion: Group + "/" + V
 
 // resources are the three endpoints. GET on a resource without a name is
 // kube-apiserver's verb "list", so logs and objects are listed, not got:
-// RBAC grants list on them (deploy/rbac.yaml).
+// RBAC grants list on them (deploy/aggregated-api/rbac.yaml).
 var resources = []metav1.APIResource{
 	{Name: "logs", SingularName: "log", Namespaced: false, Kind: "Log", Verbs: metav1.Verbs{"list"}},
 	{Name: "objects", SingularName: "object", Namespaced: false, Kind: "Object", Verbs: metav1.Verbs{"list"}},

@@ -48,9 +48,12 @@ const (
 	GracefulStopTimeout = 10 * time.Second
 )
 
-// Config configures a server. The fields up to NotifyInterval and
-// EmulatedETCDVersion are kine's, with kine's meanings; the rest are
-// QuantyKube's own. Zero values take the defaults of `quantykube serve`.
+// Config configures a server. The fields up to EmulatedETCDVersion, and
+// the compaction and polling settings after them, are kine's, with kine's
+// meanings; the rest, from MaxRequestBytes on, are QuantyKube's own. A
+// zero field takes the default its comment names, which is not always
+// `quantykube serve`'s: a zero Retain keeps history forever, where serve
+// keeps 24 hours, and a zero Listener is kine's socket.
 type Config struct {
 	// GRPCServer, when set, is the server the services are registered on
 	// and that serves the listener; its own options then apply (request

@@ -22,10 +22,11 @@ var (
 		Help:    "Requests committed together in one database transaction (group commit).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 	})
-	// CommitSeconds is the time from BEGIN to a durable COMMIT of a batch.
+	// CommitSeconds is one batch's time in the writer: BEGIN, its
+	// requests, COMMIT and publishing, failed batches included.
 	CommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "quantykube_write_batch_seconds",
-		Help:    "Time to apply and durably commit one write batch.",
+		Help:    "Time to apply, durably commit and publish one write batch (failed ones included).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
 	// CommitFailures counts batches the database refused.

@@ -10,9 +10,9 @@ import (
 
 // The buffered batch serves a database that replicas share across a
 // network (Shared, ADR-007), where every statement is a round trip: a batch
-// is BEGIN, the lock (which also reads the committed state and every
-// current row the batch names), one statement with all of its writes, and
-// COMMIT, whatever its size. Writes are held back until the batch commits,
+// is BEGIN, the lock (which reads the committed revision), one read of the
+// floors and of every current row the batch names, one statement with all
+// of its writes, and COMMIT: five round trips whatever its size. Writes are held back until the batch commits,
 // or until something must read the tables they change.
 
 // sharedBatchTimeout bounds one write batch on a shared database, so that a

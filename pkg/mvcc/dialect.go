@@ -26,7 +26,8 @@ type Dialect interface {
 	LogByRev(alias string) string
 	// Size reports the database's size on disk and the part of it in use.
 	Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error)
-	// Defragment returns free space to the operating system.
+	// Defragment reclaims the space of deleted rows: returned to the file
+	// system where the database can (SQLite's VACUUM), reusable otherwise.
 	Defragment(ctx context.Context, db *sql.DB) error
 }
 

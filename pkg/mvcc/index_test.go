@@ -30,9 +30,9 @@ func openStore(t testing.TB, opts mvcc.Options) *mvcc.Store {
 	return s
 }
 
-// cacheOps drives two stores, one answering latest reads from the cache and
+// indexOps drives two stores, one answering latest reads from the live index and
 // one from SQL, through the same random writes.
-type cacheOps struct {
+type indexOps struct {
 	t        *testing.T
 	rnd      *rand.Rand
 	a, b     *mvcc.Store
@@ -40,18 +40,18 @@ type cacheOps struct {
 	keySpace int
 }
 
-func (o *cacheOps) key() []byte { return fmt.Appendf(nil, "/k/%03d", o.rnd.IntN(o.keySpace)) }
+func (o *indexOps) key() []byte { return fmt.Appendf(nil, "/k/%03d", o.rnd.IntN(o.keySpace)) }
 
-func (o *cacheOps) txn(req *pb.TxnRequest) {
+func (o *indexOps) txn(req *pb.TxnRequest) {
 	o.t.Helper()
 	ctx := context.Background()
 	ra, errA := o.a.Txn(ctx, req)
 	rb, errB := o.b.Txn(ctx, req)
 	if (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
-		o.t.Fatalf("txn errors differ: cached %v, sql %v", errA, errB)
+		o.t.Fatalf("txn errors differ: index %v, sql %v", errA, errB)
 	}
 	if errA == nil && !proto.Equal(ra, rb) {
-		o.t.Fatalf("txn answers differ:\ncached %v\nsql    %v", ra, rb)
+		o.t.Fatalf("txn answers differ:\nindex  %v\nsql    %v", ra, rb)
 	}
 }
 
@@ -59,7 +59,7 @@ func putOp(k []byte, v string, lease int64) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: k, Value: []byte(v), Lease: lease, PrevKv: true}}}
 }
 
-func (o *cacheOps) step(i int) {
+func (o *indexOps) step(i int) {
 	switch n := o.rnd.IntN(100); {
 	case n < 50:
 		var lease int64
@@ -118,7 +118,7 @@ func (o *cacheOps) step(i int) {
 }
 
 // ranges are the read shapes the apiserver, etcdctl and the tests use.
-func (o *cacheOps) ranges() []*pb.RangeRequest {
+func (o *indexOps) ranges() []*pb.RangeRequest {
 	k1, k2 := o.key(), o.key()
 	return []*pb.RangeRequest{
 		{Key: k1},
@@ -144,42 +144,42 @@ func (o *cacheOps) ranges() []*pb.RangeRequest {
 	}
 }
 
-func (o *cacheOps) compare() {
+func (o *indexOps) compare() {
 	o.t.Helper()
 	ctx := context.Background()
 	for _, r := range o.ranges() {
 		ra, errA := o.a.Range(ctx, r)
 		rb, errB := o.b.Range(ctx, r)
 		if (errA == nil) != (errB == nil) || (errA != nil && errA.Error() != errB.Error()) {
-			o.t.Fatalf("range %v: errors differ: cached %v, sql %v", r, errA, errB)
+			o.t.Fatalf("range %v: errors differ: index %v, sql %v", r, errA, errB)
 		}
 		if errA != nil {
 			continue
 		}
 		if ra.Rev != rb.Rev || ra.Count != rb.Count || ra.More != rb.More || len(ra.Kvs) != len(rb.Kvs) {
-			o.t.Fatalf("range %v: cached rev %d count %d more %v len %d; sql rev %d count %d more %v len %d",
+			o.t.Fatalf("range %v: index rev %d count %d more %v len %d; sql rev %d count %d more %v len %d",
 				r, ra.Rev, ra.Count, ra.More, len(ra.Kvs), rb.Rev, rb.Count, rb.More, len(rb.Kvs))
 		}
 		for i := range ra.Kvs {
 			if !proto.Equal(ra.Kvs[i], rb.Kvs[i]) {
-				o.t.Fatalf("range %v: kv %d: cached %v, sql %v", r, i, ra.Kvs[i], rb.Kvs[i])
+				o.t.Fatalf("range %v: kv %d: index %v, sql %v", r, i, ra.Kvs[i], rb.Kvs[i])
 			}
 		}
 	}
 }
 
-// Every read the cache answers is the answer SQL gives, through random
+// Every read the live index answers is the answer SQL gives, through random
 // puts, deletes, compares, leases and revocations.
-func TestCacheAnswersAsSQL(t *testing.T) {
+func TestLiveIndexAnswersAsSQL(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			o := &cacheOps{
+			o := &indexOps{
 				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
 				a: openStore(t, mvcc.Options{}),
 				b: openStore(t, mvcc.Options{DisableLiveIndex: true}),
 			}
 			if !o.a.IndexEnabled() || o.b.IndexEnabled() {
-				t.Fatalf("cache enabled: %v and %v, want true and false", o.a.IndexEnabled(), o.b.IndexEnabled())
+				t.Fatalf("live index enabled: %v and %v, want true and false", o.a.IndexEnabled(), o.b.IndexEnabled())
 			}
 			for i := range 600 {
 				o.step(i)
@@ -192,9 +192,9 @@ func TestCacheAnswersAsSQL(t *testing.T) {
 	}
 }
 
-// A store reopened on its file loads the cache from the table, and a store
+// A store reopened on its file loads the live index from the table, and a store
 // whose live keys outgrow the budget drops it and keeps answering from SQL.
-func TestCacheReloadAndBudget(t *testing.T) {
+func TestLiveIndexReloadAndBudget(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
 	open := func(opts mvcc.Options) *mvcc.Store {
@@ -214,48 +214,48 @@ func TestCacheReloadAndBudget(t *testing.T) {
 		put(t, s, fmt.Sprintf("/r/%02d", i), value)
 	}
 	if !s.IndexEnabled() {
-		t.Fatal("cache off with 30 KB of a 64 KB budget")
+		t.Fatal("live index off with 30 KB of a 64 KB budget")
 	}
 	for i := 30; i < 80; i++ {
 		put(t, s, fmt.Sprintf("/r/%02d", i), value)
 	}
 	if s.IndexEnabled() {
-		t.Fatal("cache still on with 80 KB of live keys and a 64 KB budget")
+		t.Fatal("live index still on with 80 KB of live keys and a 64 KB budget")
 	}
 	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0")})
 	if err != nil || res.Count != 80 || len(res.Kvs) != 80 {
-		t.Fatalf("after the cache dropped: %v, count %d", err, res.Count)
+		t.Fatalf("after the live index dropped: %v, count %d", err, res.Count)
 	}
 	s.Close()
 
 	s = open(mvcc.Options{LiveIndexBytes: 64 << 10})
 	if s.IndexEnabled() {
-		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the cache is on")
+		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the live index is on")
 	}
 	s.Close()
 	s = open(mvcc.Options{})
 	defer s.Close()
 	if !s.IndexEnabled() {
-		t.Fatal("reopened with the default budget, the cache is off")
+		t.Fatal("reopened with the default budget, the live index is off")
 	}
 	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0"), Limit: 10})
 	if err != nil || res.Count != 80 || len(res.Kvs) != 10 || !res.More || res.Rev != s.Rev() {
-		t.Fatalf("reloaded cache: %v, count %d, %d kvs, more %v, rev %d of %d", err, res.Count, len(res.Kvs), res.More, res.Rev, s.Rev())
+		t.Fatalf("reloaded live index: %v, count %d, %d kvs, more %v, rev %d of %d", err, res.Count, len(res.Kvs), res.More, res.Rev, s.Rev())
 	}
 	if string(res.Kvs[9].Key) != "/r/09" || res.Kvs[9].Version != 1 {
-		t.Fatalf("reloaded cache: 10th key %q version %d", res.Kvs[9].Key, res.Kvs[9].Version)
+		t.Fatalf("reloaded live index: 10th key %q version %d", res.Kvs[9].Key, res.Kvs[9].Version)
 	}
 }
 
-// After a commit whose outcome is unknown the cache stops serving and is
+// After a commit whose outcome is unknown the live index stops serving and is
 // reloaded from the database by the next batch.
-func TestCacheReloadsWhenStale(t *testing.T) {
+func TestLiveIndexReloadsWhenStale(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, mvcc.Options{})
 	put(t, s, "/s/a", []byte("1"))
 	s.FailCommitOutcome()
 	if s.IndexServing() {
-		t.Fatal("a stale cache still serves")
+		t.Fatal("a stale live index still serves")
 	}
 	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/a")})
 	if err != nil || len(res.Kvs) != 1 || string(res.Kvs[0].Value) != "1" {
@@ -263,7 +263,7 @@ func TestCacheReloadsWhenStale(t *testing.T) {
 	}
 	rev := put(t, s, "/s/b", []byte("2"))
 	if !s.IndexServing() {
-		t.Fatal("the cache does not serve after the next batch")
+		t.Fatal("the live index does not serve after the next batch")
 	}
 	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/s/"), RangeEnd: []byte("/s0")})
 	if err != nil || res.Count != 2 || res.Rev != rev {
@@ -330,7 +330,7 @@ func TestSecondStoreThroughSymlinkRefused(t *testing.T) {
 	}
 }
 
-// A closed store answers no read, not even from its cache.
+// A closed store answers no read, not even from its live index.
 func TestClosedStoreAnswersNothing(t *testing.T) {
 	s := openStore(t, mvcc.Options{})
 	put(t, s, "/c/a", []byte("1"))

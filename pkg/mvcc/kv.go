@@ -115,7 +115,8 @@ type Maintenance interface {
 	ClusterID() uint64
 	// DBSize is the database's size and the part of it in use.
 	DBSize(ctx context.Context) (total, inUse int64, err error)
-	// Defragment returns free space to the operating system.
+	// Defragment reclaims the space of deleted and pruned rows, as the
+	// dialect can (Dialect.Defragment).
 	Defragment(ctx context.Context) error
 }
 

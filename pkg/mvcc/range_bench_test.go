@@ -83,6 +83,8 @@ func BenchmarkRangeList500(b *testing.B) { benchList(b, 500) }
 // with the count of the whole range.
 func BenchmarkRangeListPaged(b *testing.B) { benchList(b, 100) }
 
+// BenchmarkKeyLog1000 reads one key's 1,000 retained changes as one Log
+// page, as History's Log of a busy object does.
 func BenchmarkKeyLog1000(b *testing.B) {
 	s := benchStore(b, 10)
 	value := bytes.Repeat([]byte("h"), 1024)

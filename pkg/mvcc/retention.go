@@ -132,8 +132,9 @@ func (s *Store) pruneLoop() {
 // rows superseded by a change older than the rule's floor F (the newest
 // revision committed before now minus its retention), and deletes older
 // than F. State at every revision >= F, and every change after F with its
-// prev_kv, stays exact. It works in small transactions, off the writer's
-// path, and returns the number of rows removed.
+// prev_kv, stays exact. It works in small transactions on the writer's
+// connection, between the writer's batches (not inside them), and returns
+// the number of rows removed.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	s.pruneMu.Lock()
 	defer s.pruneMu.Unlock()
@@ -189,9 +190,10 @@ func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {
 		if err != nil || done {
 			return removed, err
 		}
-		// Each batch holds the database's write lock, which the writer needs
-		// for every commit: rest three times as long as the batch took, so
-		// pruning a backlog takes at most a quarter of the writer's time.
+		// Each batch holds the writer's one connection (and on SQLite the
+		// database's write lock), which the writer needs for every commit:
+		// rest three times as long as the batch took, so pruning a backlog
+		// takes at most a quarter of the writer's time.
 		select {
 		case <-ctx.Done():
 			return removed, ctx.Err()

@@ -10,9 +10,10 @@ import (
 
 // tailer publishes on a shared database (ADR-007): it feeds the Hub from the
 // log table in revision order, whichever replica committed, and mirrors the
-// database's floors and leases. mu orders every publication and every
+// database's floors and leases. mu orders what reaches the Hub and every
 // change of the in-memory lease table, whether it comes from this
-// replica's writer (published) or from the database (catchUp, syncLeases).
+// replica's writer (published) or from the database (catchUp, syncLeases);
+// the floors are raised without it (storeMax only moves them up).
 type tailer struct {
 	s        *Store
 	sh       Shared

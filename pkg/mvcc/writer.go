@@ -251,7 +251,7 @@ func (s *Store) Compact(ctx context.Context, rev int64) (int64, error) {
 	return res.rev, res.err
 }
 
-// Defragment returns free pages to the file system.
+// Defragment runs the dialect's Defragment in a batch of its own.
 func (s *Store) Defragment(ctx context.Context) error {
 	return s.submit(ctx, &writeReq{kind: wDefrag}).err
 }

@@ -77,9 +77,11 @@ func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterAuthServer(g, &authServer{})
 }
 
-// GRPCOptions are the server options the etcd API needs: request size
-// limits as etcd sets them, and a keepalive policy that accepts
-// kube-apiserver's 30 s client pings.
+// GRPCOptions are the server options the etcd API needs: message size
+// limits as etcd sets them and the interceptor that refuses an oversized
+// request with etcd's error. The keepalive policy belongs to whoever owns
+// the gRPC server (pkg/endpoint sets one that accepts kube-apiserver's
+// client pings).
 func (s *Server) GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		// etcd adds the same 512 KiB of headroom for gRPC framing; the

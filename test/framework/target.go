@@ -25,7 +25,8 @@ import (
 )
 
 // Options shape a target. The zero value is one QuantyKube in this process
-// (one etcd process for Etcd), with the defaults of `quantykube serve`.
+// (one etcd process for Etcd) with endpoint.Config's defaults (history kept
+// forever); QuantyKube processes run with `quantykube serve`'s (24 hours).
 type Options struct {
 	// Process runs QuantyKube as child processes of the quantykube binary
 	// instead of in this process: Kill needs it. etcd is always a process.

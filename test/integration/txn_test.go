@@ -450,7 +450,8 @@ func TestTxnErrors(t *testing.T) {
 }
 
 // TestKubeTxnShapes drives the exact requests kube-apiserver's storage layer
-// sends (CONTRACTS.md §1).
+// sends (k8s.io/apiserver/pkg/storage/etcd3/store.go: Create, conditional
+// update and delete, paged lists).
 func TestKubeTxnShapes(t *testing.T) {
 	run(t, framework.All, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)

@@ -229,7 +229,7 @@ func apiserverStorage(ctx context.Context, cfg endpoint.ETCDConfig, out io.Write
 	if revs[2], err = store.GetCurrentResourceVersion(ctx); err != nil {
 		return revs, err
 	}
-	fmt.Fprintf(out, "kube-apiserver storage: create %d, update %d, delete %d; paged list %v; watch saw all three\n", revs[0], revs[1], revs[2], names)
+	fmt.Fprintf(out, "kube-apiserver storage: create %d, update %d, delete %d; paged list %v; watch saw the update and the delete\n", revs[0], revs[1], revs[2], names)
 	return revs, nil
 }
 
