@@ -29,6 +29,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "history":
 		err = history(os.Args[2:])
+	case "import":
+		err = runImport(os.Args[2:])
 	case "version", "--version":
 		fmt.Printf("quantykube (etcd API %s)\n", server.Version)
 	case "help", "-h", "--help":

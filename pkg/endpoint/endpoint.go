@@ -183,6 +183,17 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// NewDialect is the database driver cfg.Endpoint names, with cfg's pool and
+// TLS settings, not yet connected: for programs that write a database
+// without serving it (quantykube import).
+func NewDialect(cfg Config) (mvcc.Dialect, error) {
+	cfg = withDefaults(cfg)
+	if etcdURL(cfg.Endpoint) {
+		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database", RedactEndpoint(cfg.Endpoint))
+	}
+	return dialect(cfg)
+}
+
 // dialect is the database driver the endpoint names.
 func dialect(cfg Config) (mvcc.Dialect, error) {
 	dsn := cfg.Endpoint
@@ -208,7 +219,7 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg = withDefaults(cfg)
 	if etcdURL(cfg.Endpoint) {
-		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database QuantyKube can serve", redactDSN(cfg.Endpoint))
+		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database QuantyKube can serve", RedactEndpoint(cfg.Endpoint))
 	}
 	tlsConf, err := cfg.ServerTLSConfig.ServerConfig()
 	if err != nil {
@@ -284,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.api = api
 	}
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()
-	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", redactDSN(cfg.Endpoint), "revision", store.Rev())
+	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", RedactEndpoint(cfg.Endpoint), "revision", store.Rev())
 	return s, nil
 }
 
@@ -351,8 +362,8 @@ func (s *Server) closeListeners() {
 	s.store.Close()
 }
 
-// redactDSN hides a password in an endpoint URL before it is logged.
-func redactDSN(dsn string) string {
+// RedactEndpoint hides a password in an endpoint URL, for logs and reports.
+func RedactEndpoint(dsn string) string {
 	if !strings.Contains(dsn, "://") || strings.HasPrefix(dsn, "sqlite://") {
 		return dsn
 	}
