@@ -6,14 +6,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 )
 
 // kine keeps every revision as a row of one table, kine: id is the
@@ -56,16 +56,10 @@ func openKineSQLite(ctx context.Context, path string) (Source, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("import: kine database: %w", err)
 	}
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(30000)")
-	q.Add("_pragma", "query_only(1)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sqlite.OpenReadOnly(path)
 	if err != nil {
 		return nil, fmt.Errorf("import: open kine database %s: %w", path, err)
 	}
-	// One connection: the read transaction is the whole import.
-	db.SetMaxOpenConns(1)
 	k := &kineSource{db: db, name: "kine (sqlite " + path + ")"}
 	return k, k.check(ctx)
 }
