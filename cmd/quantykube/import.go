@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -119,12 +117,6 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	writeImportReport(stdout, src.String(), f.cfg.Endpoint, f.dryRun, stats, sum)
 	return nil
-}
-
-func runImport(args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return importMain(ctx, args, os.Stdout, os.Stderr)
 }
 
 // progressSink counts what goes through it to mvcc.Import.

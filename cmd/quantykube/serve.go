@@ -162,6 +162,8 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	b := currentBuild()
+	cfg.Logger.Info("starting quantykube", "version", b.Version, "commit", b.Commit, "modified", b.Modified)
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
 		return err
