@@ -70,7 +70,7 @@ func newServeFlags() *serveFlags {
 	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "sqlite: memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
-	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
+	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics and health at /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
 	api := &cfg.AggregatedAPI
 	fs.StringVar(&api.Listen, "api-listen", "", "also serve History as the aggregated Kubernetes API quanty.quantyroot.io/v1alpha1 on host:port (docs/AGGREGATED-API.md); off when empty")
 	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc")

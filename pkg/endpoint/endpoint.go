@@ -118,7 +118,8 @@ type Config struct {
 	// sessions (0: the server's setting).
 	DatastoreStatementTimeout time.Duration
 	// MetricsListenAddress, when set, serves Prometheus metrics at
-	// http://ADDRESS/metrics.
+	// http://ADDRESS/metrics, and the health endpoints /livez, /readyz,
+	// /healthz (Kubernetes' shape) and /health (etcd's) (health.go).
 	MetricsListenAddress string
 	// AggregatedAPI, when its Listen is set, also serves History as the
 	// Kubernetes aggregated API quanty.quantyroot.io (pkg/apiagg).
@@ -275,9 +276,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		live, ready := s.healthChecks()
+		registerHealth(mux, cfg.Logger, live, ready)
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go s.metrics.Serve(ml)
-		cfg.Logger.Info("serving metrics", "listen", "http://"+ml.Addr().String()+"/metrics")
+		cfg.Logger.Info("serving metrics and health", "listen", "http://"+ml.Addr().String(), "paths", "/metrics /livez /readyz /healthz /health")
 	}
 	if cfg.AggregatedAPI.Listen != "" {
 		acfg := cfg.AggregatedAPI
