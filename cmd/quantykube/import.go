@@ -51,9 +51,9 @@ func newImportFlags() *importFlags {
 	fs := f.fs
 	fs.StringVar(&f.from, "from", "", "the store to read (required): sqlite://PATH, postgres://..., etcd://HOST:PORT, http://HOST:PORT or https://HOST:PORT")
 	registerDatastoreFlags(fs, &f.cfg, "the empty QuantyKube database to fill, as serve takes it")
-	fs.StringVar(&f.src.TLS.CAFile, "cacert", "", "etcd source: CA that verifies etcd's certificate (as etcdctl's --cacert)")
-	fs.StringVar(&f.src.TLS.CertFile, "cert", "", "etcd source: client certificate (as etcdctl's --cert)")
-	fs.StringVar(&f.src.TLS.KeyFile, "key", "", "etcd source: client key (as etcdctl's --key)")
+	fs.StringVar(&f.src.TLS.CAFile, "cacert", "", "etcd source: CA that verifies etcd's certificate, as etcdctl's --cacert (default: none, the system's CAs for https://)")
+	fs.StringVar(&f.src.TLS.CertFile, "cert", "", "etcd source: client certificate, as etcdctl's --cert (default: none)")
+	fs.StringVar(&f.src.TLS.KeyFile, "key", "", "etcd source: client key, as etcdctl's --key (default: none)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "read and check the source and report what would be imported; the target is not opened and nothing is written")
 	f.log.register(fs)
 	return f
