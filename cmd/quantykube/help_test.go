@@ -93,9 +93,9 @@ func TestREADMEFlagTable(t *testing.T) {
 // and its default: help prints non-zero defaults; a flag whose default is
 // empty or 0 says what that means in its own words.
 func TestEveryCommandExplainsItsFlags(t *testing.T) {
-	explained := regexp.MustCompile(`\(default: |off when empty|\(0: |\(required\)`)
+	explained := regexp.MustCompile(`\(default: |off when empty|\(0: |\(required`)
 	for _, cmd := range [][]string{
-		{"serve"}, {"import"}, {"backup"}, {"restore"}, {"version"},
+		{"serve"}, {"import"}, {"backup"}, {"restore"}, {"apiservice"}, {"version"},
 		{"history", "log"}, {"history", "get"}, {"history", "restore"},
 	} {
 		name := strings.Join(cmd, " ")
@@ -110,8 +110,8 @@ func TestEveryCommandExplainsItsFlags(t *testing.T) {
 			t.Errorf("quantykube %s --help: exit %d", name, ee.ExitCode())
 		}
 		text := out.String()
-		if !strings.HasPrefix(text, "Usage: quantykube "+name) {
-			t.Errorf("quantykube %s --help starts %.60q", name, text)
+		if first, _, _ := strings.Cut(text, "\n"); !strings.Contains(first, "quantykube "+name) {
+			t.Errorf("quantykube %s --help starts %q", name, first)
 		}
 		_, flags, ok := strings.Cut(text, "\nFlags:\n")
 		if !ok {

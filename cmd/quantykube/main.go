@@ -17,6 +17,7 @@ Usage:
   quantykube import --from SOURCE       fill an empty store from kine or etcd, keeping revisions
   quantykube backup FILE                copy a live SQLite store, history included
   quantykube restore FILE               put a backup back
+  quantykube apiservice                 print what registers the aggregated API with kube-apiserver
   quantykube version                    print the version and commit
 
 Run 'quantykube COMMAND --help' for a command's flags.
@@ -40,6 +41,8 @@ func main() {
 		err = withSignals(func(ctx context.Context) error { return backupMain(ctx, args, os.Stdout) })
 	case "restore":
 		err = withSignals(func(ctx context.Context) error { return restoreMain(ctx, args, os.Stdout) })
+	case "apiservice":
+		err = apiservice(args, os.Stdout, os.Stderr)
 	case "version", "--version":
 		err = versionMain(args, os.Stdout)
 	case "help", "-h", "--help":

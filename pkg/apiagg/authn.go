@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
@@ -15,11 +16,12 @@ import (
 // The headers kube-apiserver's front proxy sets (its --requestheader-*
 // defaults): it strips what the client sent and writes the caller's
 // identity.
-var (
-	nameHeaders  = headerrequest.StaticStringSlice{"X-Remote-User"}
-	uidHeaders   = headerrequest.StaticStringSlice{"X-Remote-Uid"}
-	groupHeaders = headerrequest.StaticStringSlice{"X-Remote-Group"}
-	extraPrefix  = headerrequest.StaticStringSlice{"X-Remote-Extra-"}
+const (
+	nameHeader   = "X-Remote-User"
+	uidHeader    = "X-Remote-Uid"
+	groupHeader  = "X-Remote-Group"
+	extraPrefix  = "X-Remote-Extra-"
+	extraPrefixL = "x-remote-extra-"
 )
 
 // healthPaths answer without authentication, as kube's own servers answer
@@ -27,10 +29,13 @@ var (
 // certificate, and they reveal nothing.
 var healthPaths = map[string]bool{"/healthz": true, "/readyz": true, "/livez": true}
 
-// frontProxy authenticates kube-apiserver's front proxy with the request
-// header authenticator kube's own aggregated servers use: a client
-// certificate that verifies against the front-proxy CA for client auth,
-// with an allowed name, and only then the X-Remote-* headers.
+// frontProxy authenticates kube-apiserver's front proxy as kube's own
+// aggregated servers do: k8s.io/apiserver's x509 verifier checks the client
+// certificate against the front-proxy CA, for client auth, with an allowed
+// name, and only then are the X-Remote-* headers read (by remoteHeaders,
+// which reads them exactly as k8s.io/apiserver's headerrequest package
+// does; that package also holds a controller with a full Kubernetes
+// clientset, which would double the binary: ADR-010).
 type frontProxy struct {
 	auth authenticator.Request
 }
@@ -40,9 +45,52 @@ func newAuthenticator(clientCAFile string, allowedNames []string) (*frontProxy, 
 	if err != nil {
 		return nil, fmt.Errorf("--api-client-ca: %w", err)
 	}
-	auth := headerrequest.NewDynamicVerifyOptionsSecure(verify, headerrequest.StaticStringSlice(allowedNames),
-		nameHeaders, uidHeaders, groupHeaders, extraPrefix)
-	return &frontProxy{auth: auth}, nil
+	names := x509request.StaticStringSlice(allowedNames)
+	return &frontProxy{auth: x509request.NewDynamicCAVerifier(verify, remoteHeaders{}, names)}, nil
+}
+
+// remoteHeaders reads the caller's identity from the front proxy's headers
+// and removes them from the request.
+type remoteHeaders struct{}
+
+func (remoteHeaders) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	name := r.Header.Get(nameHeader)
+	if name == "" {
+		return nil, false, nil
+	}
+	u := &user.DefaultInfo{Name: name, UID: r.Header.Get(uidHeader), Groups: []string{}, Extra: map[string][]string{}}
+	for _, g := range r.Header.Values(groupHeader) {
+		if g != "" {
+			u.Groups = append(u.Groups, g)
+		}
+	}
+	for h, vv := range r.Header {
+		if !strings.HasPrefix(strings.ToLower(h), extraPrefixL) {
+			continue
+		}
+		// Extra keys are lower-cased and %-encoded in header names;
+		// a malformed encoding is kept as it is.
+		key := strings.ToLower(h[len(extraPrefix):])
+		if k, err := url.PathUnescape(key); err == nil {
+			key = k
+		}
+		u.Extra[key] = append(u.Extra[key], vv...)
+	}
+	clearIdentity(r.Header)
+	return &authenticator.Response{User: u}, true, nil
+}
+
+// clearIdentity removes every identity header, so that nothing after
+// authentication can mistake a client's own for the front proxy's.
+func clearIdentity(h http.Header) {
+	h.Del(nameHeader)
+	h.Del(uidHeader)
+	h.Del(groupHeader)
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), extraPrefixL) {
+			delete(h, k)
+		}
+	}
 }
 
 type userKey struct{}
@@ -58,8 +106,7 @@ func callerOf(ctx context.Context) user.Info {
 func (p *frontProxy) wrap(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if healthPaths[r.URL.Path] {
-			// Never trust identity headers on an unauthenticated request.
-			headerrequest.ClearAuthenticationHeaders(r.Header, nameHeaders, uidHeaders, groupHeaders, extraPrefix)
+			clearIdentity(r.Header)
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -12,10 +12,11 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
-	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -56,9 +57,12 @@ const (
 	denyTTL  = 5 * time.Second
 )
 
-// sarReviewer asks kube-apiserver with a SubjectAccessReview as the caller.
+// sarReviewer asks kube-apiserver with a SubjectAccessReview as the caller,
+// through client-go's REST client for authorization.k8s.io/v1 (the typed
+// clientset would bring every API type's apply configuration into the
+// binary: ADR-010).
 type sarReviewer struct {
-	client authzclient.SubjectAccessReviewInterface
+	client rest.Interface
 	cache  *cache.LRUExpireCache
 }
 
@@ -83,11 +87,22 @@ func newSARReviewer(kubeconfig string) (*sarReviewer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials for SubjectAccessReviews: %w", err)
 	}
-	c, err := authzclient.NewForConfig(rest.CopyConfig(cfg))
+	scheme := runtime.NewScheme()
+	if err := authzv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.APIPath = "/apis"
+	cfg.GroupVersion = &authzv1.SchemeGroupVersion
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "quantykube-aggregated-api"
+	}
+	c, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("SubjectAccessReview client: %w", err)
 	}
-	return &sarReviewer{client: c.SubjectAccessReviews(), cache: cache.NewLRUExpireCache(4096)}, nil
+	return &sarReviewer{client: c, cache: cache.NewLRUExpireCache(4096)}, nil
 }
 
 func (r *sarReviewer) Review(ctx context.Context, u user.Info, a Access) (bool, string, error) {
@@ -110,7 +125,9 @@ func (r *sarReviewer) Review(ctx context.Context, u user.Info, a Access) (bool, 
 	if d, ok := r.cache.Get(string(key)); ok {
 		return d.(decision).allowed, d.(decision).reason, nil
 	}
-	res, err := r.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	res := &authzv1.SubjectAccessReview{}
+	err = r.client.Post().Resource("subjectaccessreviews").Body(&authzv1.SubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}, Spec: spec}).Do(ctx).Into(res)
 	if err != nil {
 		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
 	}

@@ -3,9 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,34 +13,19 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/test/framework"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
-var (
-	srv    *pgtest.Server
-	srvErr error
-)
-
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, srvErr = pgtest.Open(ctx)
-	cancel()
-	code := m.Run()
-	if srv != nil {
-		srv.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // openStore opens a store on a fresh database; without PostgreSQL the
 // test is skipped, or fails under CI=true.
 func openStore(t *testing.T) (*mvcc.Store, string) {
 	t.Helper()
-	if srvErr != nil {
-		if errors.Is(srvErr, pgtest.ErrUnavailable) && os.Getenv("CI") != "true" {
-			t.Skip("POSTGRES TEST SKIPPED: " + srvErr.Error())
-		}
-		t.Fatalf("postgres: %v", srvErr)
+	srv, err := framework.PostgresServer()
+	if err != nil {
+		framework.Unavailable(t, "PostgreSQL", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,0 +1,21 @@
+// Package e2e runs a real kube-apiserver and kube-controller-manager on
+// QuantyKube and checks, through client-go (and kubectl where kubectl
+// itself is what is tested), that Kubernetes works on it: once on SQLite
+// (one QuantyKube process) and once on PostgreSQL with two QuantyKube
+// replicas sharing the database, kube-apiserver's --etcd-servers naming
+// both so that its writes and watches cross replicas.
+//
+// StartCluster builds the Kubernetes binaries (once per machine, through
+// scripts/kubernetes.sh), generates the cluster's certificates and starts
+// QuantyKube (test/framework), kube-apiserver and kube-controller-manager.
+// A check is a func(*testing.T, *Cluster) listed in checks (e2e_test.go)
+// and run as one subtest per cluster: it gets the admin's clients, the
+// kubeconfig, the QuantyKube target (endpoints, etcd clients of each
+// replica, restarts) and a namespace of its own (Cluster.Namespace), and
+// must leave the cluster running. One check on one backend:
+//
+//	go test -run 'TestKubernetes/postgres/history' .
+//
+// It is a nested module so that client-go and the Kubernetes API types
+// never enter QuantyKube's own go.mod.
+package e2e
