@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/test/framework"
+	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 func loadKey(w int, i int64) string { return fmt.Sprintf("/load/%d/%06d", w, i) }
@@ -202,5 +204,85 @@ func TestBackupRestoreRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new.db")); !os.IsNotExist(err) {
 		t.Errorf("a refused restore left a database behind: %v", err)
+	}
+}
+
+// pgTool is a PostgreSQL client tool: the one beside the test cluster's
+// server binaries, else the one on PATH.
+func pgTool(t *testing.T, name string) string {
+	t.Helper()
+	bin := os.Getenv(pgtest.EnvBin)
+	if bin == "" {
+		bin = pgtest.DefaultBin
+	}
+	if p := filepath.Join(bin, name); fileExists(p) {
+		return p
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		framework.Unavailable(t, "PostgreSQL client tools", err)
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// docs/backup.md's PostgreSQL commands: pg_dump of a live store (one
+// snapshot: the revision and the rows agree), pg_restore into another
+// database, and QuantyKube serves it at the dumped revision, history
+// included.
+func TestPostgresBackupWithPgDump(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	x := framework.Start(t, framework.Postgres, framework.Options{})
+	cli := x.Client(t)
+	revs := map[int64]string{}
+	for i := range 5 {
+		resp, err := cli.Put(ctx, "/hist", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[resp.Header.Revision] = fmt.Sprint(i)
+	}
+	if _, err := cli.Put(ctx, "/other", "o"); err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(t.TempDir(), "quantykube.dump")
+	run := func(bin string, args ...string) {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+		}
+	}
+	// While the server runs.
+	run(pgTool(t, "pg_dump"), "--format=custom", "--file="+dump, x.DSN())
+	resp, err := cli.Get(ctx, "/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumped := resp.Header.Revision
+
+	target := emptyTarget(t, framework.Postgres)
+	run(pgTool(t, "pg_restore"), "--clean", "--if-exists", "--no-owner", "--dbname="+target.DSN(), dump)
+	target.Start(t)
+	rc := target.Client(t)
+	got, err := rc.Get(ctx, "/other")
+	if err != nil || got.Header.Revision != dumped || len(got.Kvs) != 1 {
+		t.Fatalf("restored: %v, %v; want the dumped revision %d", got, err, dumped)
+	}
+	for rev, v := range revs {
+		got, err := rc.Get(ctx, "/hist", clientv3.WithRev(rev))
+		if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != v {
+			t.Errorf("/hist at %d: %v, %v; want %s", rev, got, err, v)
+		}
+	}
+	// Writes carry on from the dumped revision.
+	put, err := rc.Put(ctx, "/new", "n")
+	if err != nil || put.Header.Revision != dumped+1 {
+		t.Fatalf("a write after the restore: %v, %v", put, err)
 	}
 }
