@@ -37,6 +37,10 @@ type Options struct {
 	// Replicas is how many QuantyKube processes serve the database
 	// (Postgres only); kube-apiserver's --etcd-servers names them all.
 	Replicas int
+	// Datastore, when set, is what kube-apiserver runs on instead of a
+	// QuantyKube StartCluster starts: an etcd or a kine that a test moves
+	// from (import_test.go).
+	Datastore *framework.Target
 }
 
 // EventTTL is kube-apiserver's --event-ttl: short, so that a check can
@@ -94,7 +98,10 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 		}
 	}
 	c := &Cluster{Backend: o.Backend, dir: t.TempDir(), kubectl: kubectl}
-	c.QuantyKube = framework.Start(t, o.Backend, framework.Options{Process: true, Replicas: o.Replicas})
+	c.QuantyKube = o.Datastore
+	if c.QuantyKube == nil {
+		c.QuantyKube = framework.Start(t, o.Backend, framework.Options{Process: true, Replicas: o.Replicas})
+	}
 
 	pkiDir := filepath.Join(c.dir, "pki")
 	if err := os.Mkdir(pkiDir, 0o700); err != nil {

@@ -16,6 +16,10 @@
 //
 //	go test -run 'TestKubernetes/postgres/history' .
 //
+// TestImport (import_test.go) is not a check: it runs kube-apiserver on a
+// real etcd and on kine first, imports their data with `quantykube import`
+// and starts kube-apiserver again on QuantyKube (Options.Datastore).
+//
 // It is a nested module so that client-go and the Kubernetes API types
 // never enter QuantyKube's own go.mod.
 package e2e
