@@ -181,19 +181,20 @@ type progress struct {
 	w     io.Writer
 	what  string
 	on    bool
+	now   func() time.Time
 	last  time.Time
 	shown bool
 }
 
 func newProgress(w io.Writer, what string) *progress {
-	return &progress{w: w, what: what, on: isTerminal(w)}
+	return &progress{w: w, what: what, on: isTerminal(w), now: time.Now}
 }
 
 func (p *progress) update(line func() string) {
-	if !p.on || time.Since(p.last) < 200*time.Millisecond {
+	if !p.on || p.now().Sub(p.last) < 200*time.Millisecond {
 		return
 	}
-	p.last = time.Now()
+	p.last = p.now()
 	p.shown = true
 	// \r and "erase to the end of the line": the line is rewritten in place.
 	fmt.Fprintf(p.w, "\r\x1b[K%s: %s", p.what, line())

@@ -338,3 +338,27 @@ func sourceDigest(t *testing.T, dsn string) string {
 	}
 	return digest
 }
+
+// On a terminal, progress rewrites one line, a few times a second at most,
+// and is erased at the end; elsewhere it writes nothing.
+func TestProgress(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1_800_000_000, 0)
+	p := &progress{w: &buf, what: "importing", on: true, now: func() time.Time { return now }}
+	p.update(func() string { return "1 keys" })
+	now = now.Add(100 * time.Millisecond)
+	p.update(func() string { return "2 keys" })
+	now = now.Add(100 * time.Millisecond)
+	p.update(func() string { return "3 keys" })
+	p.done()
+	if want := "\r\x1b[Kimporting: 1 keys\r\x1b[Kimporting: 3 keys\r\x1b[K"; buf.String() != want {
+		t.Errorf("progress wrote %q, want %q", buf.String(), want)
+	}
+	buf.Reset()
+	p = newProgress(&buf, "importing")
+	p.update(func() string { return "1 keys" })
+	p.done()
+	if buf.Len() != 0 {
+		t.Errorf("progress on a buffer (not a terminal) wrote %q", buf.String())
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -17,15 +16,7 @@ import (
 func TestCheckWriter(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
-	d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mvcc.Open(ctx, d, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, "sqlite://"+path, mvcc.Options{})
 	if err := s.CheckWriter(ctx); err != nil {
 		t.Fatalf("idle writer: %v", err)
 	}

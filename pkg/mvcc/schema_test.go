@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -16,17 +15,7 @@ import (
 func TestOpenRefusesANewerSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
-	open := func() (*mvcc.Store, error) {
-		d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mvcc.Open(ctx, d, mvcc.Options{})
-	}
-	s, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, "sqlite://"+path, mvcc.Options{})
 	put(t, s, "/k", []byte("v"))
 	s.Close()
 	raw, err := sql.Open("sqlite", "file:"+path)
@@ -37,7 +26,7 @@ func TestOpenRefusesANewerSchema(t *testing.T) {
 	if _, err := raw.ExecContext(ctx, `UPDATE meta SET value = 3 WHERE name = 'schema'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := open(); err == nil || !strings.Contains(err.Error(), "database schema version 3 is newer than this quantykube understands (2): refusing to start") {
+	if _, err := mvcc.Open(ctx, sqliteDialect(t, "sqlite://"+path), mvcc.Options{}); err == nil || !strings.Contains(err.Error(), "database schema version 3 is newer than this quantykube understands (2): refusing to start") {
 		t.Fatalf("open on a newer schema: %v", err)
 	}
 	var schema, rev int64

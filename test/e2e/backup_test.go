@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"maps"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,20 +36,5 @@ func TestBackupRestore(t *testing.T) {
 	c.QuantyKube.Start(t)
 	c.startKubernetes(t)
 
-	list, err := cms.List(c.Ctx(t), metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("list configmaps: %v", err)
-	}
-	got := map[string]corev1.ConfigMap{}
-	for _, cm := range list.Items {
-		got[cm.Name] = cm
-	}
-	if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(had))) {
-		t.Fatalf("after the restore: configmaps %v, at the backup: %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(had)))
-	}
-	for name, before := range had {
-		if after := got[name]; after.ResourceVersion != before.ResourceVersion || !maps.Equal(after.Data, before.Data) {
-			t.Errorf("%s: resourceVersion %s data %v; at the backup %s %v", name, after.ResourceVersion, after.Data, before.ResourceVersion, before.Data)
-		}
-	}
+	sameConfigMaps(t, listConfigMaps(t, c, ns), had, "at the backup")
 }

@@ -67,23 +67,7 @@ func TestImport(t *testing.T) {
 
 			ctx := c.Ctx(t)
 			cms := c.Kube.CoreV1().ConfigMaps(ns)
-			list, err := cms.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatalf("list configmaps: %v", err)
-			}
-			got := map[string]corev1.ConfigMap{}
-			for _, cm := range list.Items {
-				got[cm.Name] = cm
-			}
-			if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(had))) {
-				t.Fatalf("after the import: configmaps %v, before: %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(had)))
-			}
-			for name, before := range had {
-				after := got[name]
-				if after.ResourceVersion != before.ResourceVersion || !maps.Equal(after.Data, before.Data) || after.UID != before.UID {
-					t.Errorf("%s: resourceVersion %s uid %s data %v; before the import %s %s %v", name, after.ResourceVersion, after.UID, after.Data, before.ResourceVersion, before.UID, before.Data)
-				}
-			}
+			sameConfigMaps(t, listConfigMaps(t, c, ns), had, "before the import")
 			if _, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, "e2e-import-secret", metav1.GetOptions{}); err != nil {
 				t.Errorf("the secret: %v", err)
 			}
@@ -144,15 +128,36 @@ func writeObjects(t *testing.T, c *Cluster) (string, map[string]corev1.ConfigMap
 	if _, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create secret: %v", err)
 	}
-	list, err := cms.List(ctx, metav1.ListOptions{})
+	return ns, listConfigMaps(t, c, ns)
+}
+
+// listConfigMaps is ns's configmaps by name.
+func listConfigMaps(t *testing.T, c *Cluster, ns string) map[string]corev1.ConfigMap {
+	t.Helper()
+	list, err := c.Kube.CoreV1().ConfigMaps(ns).List(c.Ctx(t), metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("list configmaps: %v", err)
 	}
-	had := map[string]corev1.ConfigMap{}
+	byName := map[string]corev1.ConfigMap{}
 	for _, cm := range list.Items {
-		had[cm.Name] = cm
+		byName[cm.Name] = cm
 	}
-	return ns, had
+	return byName
+}
+
+// sameConfigMaps asserts that got are the configmaps of want (as they were
+// when), with the same uid, resourceVersion and data.
+func sameConfigMaps(t *testing.T, got, want map[string]corev1.ConfigMap, when string) {
+	t.Helper()
+	if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)); !slices.Equal(g, w) {
+		t.Fatalf("configmaps %v; %s: %v", g, when, w)
+	}
+	for name, before := range want {
+		after := got[name]
+		if after.ResourceVersion != before.ResourceVersion || !maps.Equal(after.Data, before.Data) || after.UID != before.UID {
+			t.Errorf("%s: resourceVersion %s uid %s data %v; %s: %s %s %v", name, after.ResourceVersion, after.UID, after.Data, when, before.ResourceVersion, before.UID, before.Data)
+		}
+	}
 }
 
 // importedRevision reads the revision from import's report.
