@@ -5,10 +5,15 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench
+.PHONY: build kubectl-quanty run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench dist dist-check
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
+
+# The kubectl plugin (docs/KUBECTL-QUANTY.md): put bin/ on PATH, then
+# kubectl quanty --help.
+kubectl-quanty:
+	$(GO) build -o bin/kubectl-quanty ./cmd/kubectl-quanty
 
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
@@ -50,11 +55,12 @@ conformance-postgres:
 conformance-embed:
 	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/
 
-# kube-apiserver and kube-controller-manager v1.37.2 (built once into
-# .cache/kubernetes by scripts/kubernetes.sh) on QuantyKube, checked through
-# client-go and kubectl (test/e2e, a nested module): on SQLite, then on two
-# replicas sharing one PostgreSQL. A missing kubectl, Kubernetes build or
-# PostgreSQL fails it. One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
+# kube-apiserver and kube-controller-manager v1.37.2 (built once, with
+# kubectl, into .cache/kubernetes by scripts/kubernetes.sh) on QuantyKube,
+# checked through client-go and kubectl (test/e2e, a nested module): on
+# SQLite serving the aggregated API from a network namespace (root and
+# iproute2), then on two replicas sharing one PostgreSQL. A missing part
+# fails it. One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
 E2E_RUN ?= .
 e2e:
 	cd test/e2e && $(GO) vet ./... && $(GO) test -count=1 -v -timeout 60m -run '$(E2E_RUN)' .
@@ -68,7 +74,22 @@ proto-check: proto
 	@git diff --exit-code -- proto/ || { echo "proto/historypb is stale: run make proto and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { echo "make proto left untracked files in proto/"; git status --porcelain -- proto/; exit 1; }
 
-ci: proto-check test conformance e2e
+# Release archives of kubectl-quanty and quantykube for linux, darwin and
+# windows on amd64 and arm64 in dist/, and the krew manifest
+# plugins/quanty.yaml filled in as dist/quanty.yaml (scripts/dist.sh:
+# VERSION, DIST_URL, PLATFORMS).
+dist:
+	GO=$(GO) bash scripts/dist.sh
+
+# What CI checks of make dist, within its time: kubectl-quanty compiles for
+# Windows, the platform whose paths and terminal differ most from Linux
+# (both binaries on every platform cost CI 16 minutes cold; make dist builds
+# them all; the krew manifest's own checks are a unit test of
+# cmd/kubectl-quanty).
+dist-check:
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/kubectl-quanty
+
+ci: proto-check dist-check test conformance e2e
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
 # Postgres), peers built once into .cache/bench. BENCH_FLAGS adds harness

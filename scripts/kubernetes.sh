@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager $K8S_VERSION (default
-# v1.37.2) from the Go module proxy, caches them under
-# .cache/kubernetes/<version>/bin, and prints their paths, one per line
-# (kube-apiserver first). The end-to-end suite (test/e2e) runs it.
+# Builds kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION
+# (default v1.37.2) from the Go module proxy, caches them under
+# .cache/kubernetes/<version>/bin, and prints their paths, one per line, in
+# that order. The end-to-end suite (test/e2e) runs it.
 #
 # How: a scratch module requires k8s.io/kubernetes $K8S_VERSION and replaces
 # every staging module its go.mod lists (k8s.io/api => ./staging/src/...)
@@ -20,7 +20,7 @@ GO=${GO:-go}
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 CACHE=$ROOT/.cache/kubernetes/$K8S_VERSION
 BIN=$CACHE/bin
-CMDS=(kube-apiserver kube-controller-manager)
+CMDS=(kube-apiserver kube-controller-manager kubectl)
 
 log() { printf '[kubernetes %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 

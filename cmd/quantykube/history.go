@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/quantyroot/quantykube/pkg/timearg"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -343,11 +344,11 @@ func (p *pointFlags) apply(fs *pflag.FlagSet, req *historypb.Request, now time.T
 		}
 		req.Revision = p.rev
 	case atSet:
-		t, err := parseTime(p.at, now)
+		t, err := timearg.Parse(p.at, now)
 		if err != nil {
 			return fmt.Errorf("--at: %w", err)
 		}
-		if req.UnixMs, err = timeToUnixMs(t); err != nil {
+		if req.UnixMs, err = timearg.UnixMs(t); err != nil {
 			return fmt.Errorf("--at: %w", err)
 		}
 	case !optional:
@@ -443,11 +444,11 @@ func (h *historyCmd) log(args []string) error {
 		}
 		req.Revision = rev
 	case fs.Changed("since"):
-		t, err := parseTime(since, h.now())
+		t, err := timearg.Parse(since, h.now())
 		if err != nil {
 			return fmt.Errorf("--since: %w", err)
 		}
-		if req.UnixMs, err = timeToUnixMs(t); err != nil {
+		if req.UnixMs, err = timearg.UnixMs(t); err != nil {
 			return fmt.Errorf("--since: %w", err)
 		}
 	}

@@ -154,6 +154,13 @@ var builtin = []struct {
 	{"storageversionmigrations", Resource{"storagemigration.k8s.io", "storageversionmigrations", false}},
 }
 
+// servedAlso are resources that a second API group serves from another
+// group's storage: a key names the storing group's resource, but a client
+// that found the resource through discovery may name either.
+var servedAlso = map[Resource]Resource{
+	{"events.k8s.io", "events", true}: {"", "events", true},
+}
+
 // Table maps keys under one --etcd-prefix.
 type Table struct {
 	prefix string
@@ -170,6 +177,9 @@ func New(prefix string) *Table {
 	for _, b := range builtin {
 		t.byPath[b.path] = b.Resource
 		t.byGR[b.Resource.String()] = b.path
+	}
+	for also, stored := range servedAlso {
+		t.byGR[also.String()] = t.byGR[stored.String()]
 	}
 	return t
 }

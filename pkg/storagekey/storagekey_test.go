@@ -127,3 +127,21 @@ func TestRangeScope(t *testing.T) {
 		}
 	}
 }
+
+// events.k8s.io serves the core group's events from their storage: a
+// client that found "events.events.k8s.io" through discovery reaches the
+// same keys, which read back as the core group's.
+func TestServedByTwoGroups(t *testing.T) {
+	tab := New("")
+	ev := Object{Resource: Resource{"events.k8s.io", "events", true}, Namespace: "ns1", Name: "e1"}
+	key, err := tab.Key(ev)
+	if err != nil || key != "/registry/events/ns1/e1" {
+		t.Fatalf("Key(%+v) = %q %v, want /registry/events/ns1/e1", ev, key, err)
+	}
+	if p, err := tab.ScopePrefix(Scope{Resource: ev.Resource, Namespace: "ns1"}); err != nil || p != "/registry/events/ns1/" {
+		t.Fatalf("ScopePrefix = %q %v", p, err)
+	}
+	if o, ok := tab.Parse([]byte(key)); !ok || o.Resource != (Resource{"", "events", true}) {
+		t.Fatalf("Parse(%q) = %+v %v, want the core group's events", key, o, ok)
+	}
+}

@@ -37,6 +37,10 @@ type Options struct {
 	// Replicas is how many QuantyKube processes serve the database
 	// (Postgres only); kube-apiserver's --etcd-servers names them all.
 	Replicas int
+	// AggregatedAPI puts QuantyKube in a network namespace of the test's
+	// own, serving `--api-listen` there, and registers the aggregated API
+	// with kube-apiserver (apiagg.go). It needs root.
+	AggregatedAPI bool
 	// Datastore, when set, is what kube-apiserver runs on instead of a
 	// QuantyKube StartCluster starts: an etcd or a kine that a test moves
 	// from (import_test.go).
@@ -69,8 +73,11 @@ type Cluster struct {
 	Dynamic    dynamic.Interface
 	// PKI holds the cluster's certificates and keys.
 	PKI *PKI
+	// API is the aggregated API, when Options.AggregatedAPI is set.
+	API *AggregatedAPI
 
 	dir       string
+	host      string // the address kube-apiserver listens on
 	kubectl   string
 	port      int // kube-apiserver's secure port, kept across restarts
 	kcmPort   int
@@ -84,30 +91,32 @@ type Cluster struct {
 // run on purpose, and a skip would read as a pass.
 func StartCluster(t *testing.T, o Options) *Cluster {
 	t.Helper()
+	apiserverBin, kcmBin, _, err := kubernetesBinaries()
+	if err != nil {
+		t.Fatalf("e2e needs kube-apiserver, kube-controller-manager and kubectl %s: %v", KubernetesVersion, err)
+	}
 	kubectl, err := Kubectl()
 	if err != nil {
 		t.Fatalf("e2e needs kubectl: %v", err)
-	}
-	apiserverBin, kcmBin, err := kubernetesBinaries()
-	if err != nil {
-		t.Fatalf("e2e needs kube-apiserver and kube-controller-manager %s: %v", KubernetesVersion, err)
 	}
 	if o.Backend == framework.Postgres {
 		if _, err := framework.PostgresServer(); err != nil {
 			t.Fatalf("e2e on PostgreSQL needs a server: %v", err)
 		}
 	}
-	c := &Cluster{Backend: o.Backend, dir: t.TempDir(), kubectl: kubectl}
-	c.QuantyKube = o.Datastore
-	if c.QuantyKube == nil {
-		c.QuantyKube = framework.Start(t, o.Backend, framework.Options{Process: true, Replicas: o.Replicas})
+	c := &Cluster{Backend: o.Backend, dir: t.TempDir(), kubectl: kubectl, host: "127.0.0.1"}
+	var netns *Netns
+	var extraIPs []net.IP
+	if o.AggregatedAPI {
+		netns = NewNetns(t)
+		c.host = netns.HostIP.String()
+		extraIPs = append(extraIPs, netns.HostIP)
 	}
-
 	pkiDir := filepath.Join(c.dir, "pki")
 	if err := os.Mkdir(pkiDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if c.PKI, err = NewPKI(pkiDir); err != nil {
+	if c.PKI, err = NewPKI(pkiDir, extraIPs...); err != nil {
 		t.Fatalf("certificates: %v", err)
 	}
 	if c.port, err = fixedPort(); err != nil {
@@ -120,6 +129,15 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 	}
 	if err := c.writeKubeconfig(); err != nil {
 		t.Fatal(err)
+	}
+	qo := framework.Options{Process: true, Replicas: o.Replicas}
+	if netns != nil {
+		c.API = prepareAggregatedAPI(t, c, netns)
+		qo.Netns, qo.Host, qo.Args = netns.Name, netns.NSIP.String(), c.API.serveArgs(c)
+	}
+	c.QuantyKube = o.Datastore
+	if c.QuantyKube == nil {
+		c.QuantyKube = framework.Start(t, o.Backend, qo)
 	}
 	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
 		t.Fatalf("kubernetes client: %v", err)
@@ -146,6 +164,9 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 		}
 	})
 	c.startKubernetes(t)
+	if c.API != nil {
+		c.API.register(t, c)
+	}
 	return c
 }
 
@@ -164,7 +185,7 @@ func fixedPort() (int, error) {
 	return 0, errors.New("no free loopback port in 20000-31999")
 }
 
-func (c *Cluster) server() string { return "https://127.0.0.1:" + strconv.Itoa(c.port) }
+func (c *Cluster) server() string { return "https://" + net.JoinHostPort(c.host, strconv.Itoa(c.port)) }
 
 func (c *Cluster) writeKubeconfig() error {
 	var err error
@@ -203,8 +224,8 @@ func (c *Cluster) apiserverArgs() []string {
 	p := c.PKI
 	return []string{
 		"--etcd-servers=" + strings.Join(c.QuantyKube.Endpoints(), ","),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + c.host,
+		"--advertise-address=" + c.host,
 		"--secure-port=" + strconv.Itoa(c.port),
 		"--tls-cert-file=" + p.APIServerCert,
 		"--tls-private-key-file=" + p.APIServerKey,
@@ -225,6 +246,9 @@ func (c *Cluster) apiserverArgs() []string {
 		"--watch-cache-sizes=" + UncachedResource + "#0",
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// QuantyKube has no Service IP that kube-proxy routes: the
+		// aggregator dials the EndpointSlice's address itself.
+		"--enable-aggregator-routing=true",
 		"--v=1",
 	}
 }
@@ -234,8 +258,10 @@ func (c *Cluster) kcmArgs() []string {
 		"--kubeconfig=" + c.Kubeconfig,
 		// The namespace controller finishes a namespace's deletion: it
 		// deletes the content it finds through discovery, then removes
-		// the "kubernetes" finalizer.
-		"--controllers=namespace",
+		// the "kubernetes" finalizer. The aggregation controller fills the
+		// view, edit and admin roles, which the aggregated API's checks
+		// bind.
+		"--controllers=namespace,clusterrole-aggregation",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.kcmPort),
@@ -365,7 +391,19 @@ func (c *Cluster) Namespace(t testing.TB) string {
 // standard output; a failure carries its standard error.
 func (c *Cluster) Kubectl(t testing.TB, args ...string) ([]byte, error) {
 	t.Helper()
-	return run(t, c.kubectl, append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout=30s"}, args...)...)
+	return run(t, c.kubectl, append(c.kubectlFlags(), args...)...)
+}
+
+// kubectlFlags point kubectl at the cluster, with a discovery cache of
+// the cluster's own rather than the user's home directory's.
+func (c *Cluster) kubectlFlags() []string {
+	return []string{"--kubeconfig", c.Kubeconfig, "--cache-dir", filepath.Join(c.dir, "kubectl-cache"), "--request-timeout=30s"}
+}
+
+// KubectlIn is Kubectl with stdin.
+func (c *Cluster) KubectlIn(t testing.TB, stdin []byte, args ...string) ([]byte, error) {
+	t.Helper()
+	return runIn(t, stdin, c.kubectl, append(c.kubectlFlags(), args...)...)
 }
 
 // QuantyKubeCLI runs the quantykube binary the replicas run (for example
@@ -376,11 +414,18 @@ func (c *Cluster) QuantyKubeCLI(t testing.TB, args ...string) ([]byte, error) {
 }
 
 func run(t testing.TB, bin string, args ...string) ([]byte, error) {
+	return runIn(t, nil, bin, args...)
+}
+
+func runIn(t testing.TB, stdin []byte, bin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	if err := cmd.Run(); err != nil {
 		return stdout.Bytes(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, stderr.Bytes())
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,21 +19,25 @@ import (
 // libraries of this module are the same release.
 const KubernetesVersion = "v1.37.2"
 
-// buildTimeout bounds a cold build of both binaries from the Go module
-// proxy on a small shared machine.
+// buildTimeout bounds a cold build of the three binaries from the Go
+// module proxy on a small shared machine.
 const buildTimeout = 40 * time.Minute
 
 var (
 	binOnce      sync.Once
 	apiserverBin string
 	kcmBin       string
+	kubectlBin   string
 	binErr       error
 )
 
-// kubernetesBinaries are kube-apiserver and kube-controller-manager,
-// built once per machine by scripts/kubernetes.sh (cached under
-// .cache/kubernetes), once per test binary looked up.
-func kubernetesBinaries() (apiserver, controllerManager string, err error) {
+// kubernetesBinaries are kube-apiserver, kube-controller-manager and
+// kubectl of KubernetesVersion, built once per machine by
+// scripts/kubernetes.sh (cached under .cache/kubernetes), once per test
+// binary looked up. kubectl is built rather than taken from the machine:
+// kubectl supports one minor version of skew, and a distribution's kubectl
+// is years older than the apiserver under test.
+func kubernetesBinaries() (apiserver, controllerManager, kubectl string, err error) {
 	binOnce.Do(func() {
 		root, err := framework.ModuleRoot()
 		if err != nil {
@@ -56,8 +59,8 @@ func kubernetesBinaries() (apiserver, controllerManager string, err error) {
 			return
 		}
 		paths := strings.Fields(string(out))
-		if len(paths) != 2 {
-			binErr = fmt.Errorf("scripts/kubernetes.sh printed %q, want two paths", out)
+		if len(paths) != 3 {
+			binErr = fmt.Errorf("scripts/kubernetes.sh printed %q, want three paths", out)
 			return
 		}
 		for _, p := range paths {
@@ -66,13 +69,14 @@ func kubernetesBinaries() (apiserver, controllerManager string, err error) {
 				return
 			}
 		}
-		apiserverBin, kcmBin = paths[0], paths[1]
+		apiserverBin, kcmBin, kubectlBin = paths[0], paths[1], paths[2]
 	})
-	return apiserverBin, kcmBin, binErr
+	return apiserverBin, kcmBin, kubectlBin, binErr
 }
 
-// Kubectl is the kubectl the checks run: $KUBECTL, else /usr/bin/kubectl,
-// else the first on PATH.
+// Kubectl is the kubectl the checks run: $KUBECTL (to check another
+// client against the cluster), else the one built with the cluster's
+// binaries.
 func Kubectl() (string, error) {
 	if k := os.Getenv("KUBECTL"); k != "" {
 		if _, err := exec.LookPath(k); err != nil {
@@ -80,12 +84,6 @@ func Kubectl() (string, error) {
 		}
 		return k, nil
 	}
-	if _, err := os.Stat("/usr/bin/kubectl"); err == nil {
-		return "/usr/bin/kubectl", nil
-	}
-	k, err := exec.LookPath("kubectl")
-	if err != nil {
-		return "", errors.New("kubectl not found (not at /usr/bin/kubectl nor on PATH; set KUBECTL)")
-	}
-	return k, nil
+	_, _, k, err := kubernetesBinaries()
+	return k, err
 }

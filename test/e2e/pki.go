@@ -18,9 +18,10 @@ import (
 
 // PKI is the throwaway public key infrastructure of one cluster, written as
 // PEM files into Dir. The CA keys never leave memory: nothing in the
-// cluster signs certificates.
+// cluster signs certificates, only the test (IssueClient).
 type PKI struct {
 	Dir string
+	ca  *authority
 
 	// CA signs the apiserver's serving certificate and the admin's client
 	// certificate (kube-apiserver's --client-ca-file).
@@ -45,7 +46,7 @@ const certValidity = 48 * time.Hour
 // front-proxy CA and its client, the apiserver's serving certificate and an
 // admin client certificate in system:masters, and the service-account key
 // pair.
-func NewPKI(dir string) (*PKI, error) {
+func NewPKI(dir string, extraIPs ...net.IP) (*PKI, error) {
 	p := &PKI{Dir: dir}
 	ca, err := newCA("quantykube-e2e-ca")
 	if err != nil {
@@ -55,6 +56,7 @@ func NewPKI(dir string) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.ca = ca
 	if p.CACert, err = p.writeCert("ca", ca.cert); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,7 @@ func NewPKI(dir string) (*PKI, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		// 10.0.0.1 is the first address of the service CIDR: the
 		// in-cluster "kubernetes" service.
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)}, extraIPs...),
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
 	}
@@ -102,6 +104,15 @@ func NewPKI(dir string) (*PKI, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// IssueClient makes a client certificate of the cluster CA for user cn in
+// groups (its organizations), as name.crt and name.key.
+func (p *PKI) IssueClient(name, cn string, groups ...string) (certPath, keyPath string, err error) {
+	return p.issue(name, p.ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
 }
 
 type authority struct {

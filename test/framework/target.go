@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,6 +45,13 @@ type Options struct {
 	Args []string
 	// Bin is the quantykube binary for processes (default: Binary).
 	Bin string
+	// Netns runs QuantyKube processes inside this network namespace (with
+	// `ip netns exec`), listening on Host: a test that made the namespace
+	// reaches them through it, as another host's would.
+	Netns string
+	// Host is the address QuantyKube processes listen on (default
+	// 127.0.0.1).
+	Host string
 }
 
 // Target is a server under test across its restarts: one or more replicas
@@ -272,8 +281,11 @@ type member struct {
 	srv *endpoint.Server
 
 	// A process: argv builds its arguments for a client address; fresh
-	// picks new ports (etcd's peer port) when the old ones were taken.
+	// picks new ports (etcd's peer port) when the old ones were taken;
+	// wrap runs it inside a network namespace, listening on host.
 	bin    string
+	wrap   []string
+	host   string
 	argv   func(addr string) []string
 	fresh  func()
 	cmd    *exec.Cmd
@@ -299,6 +311,10 @@ func newQuantyMember(t testing.TB, name, dsn string, o Options) *member {
 	m.bin = o.Bin
 	if m.bin == "" {
 		m.bin = Binary(t)
+	}
+	m.host = o.Host
+	if o.Netns != "" {
+		m.wrap = []string{"ip", "netns", "exec", o.Netns}
 	}
 	m.argv = func(addr string) []string {
 		args := []string{"serve", "--listen-address", addr, "--endpoint", dsn}
@@ -386,7 +402,7 @@ func (m *member) start() error {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		if m.addr == "" || attempt > 0 {
-			m.addr = freeAddr()
+			m.addr = m.pickAddr()
 			if m.fresh != nil && attempt > 0 {
 				m.fresh()
 			}
@@ -423,9 +439,10 @@ func (m *member) startInProcess() error {
 }
 
 func (m *member) startProcess() error {
-	args := m.argv(m.addr)
-	fmt.Fprintf(m.log, "\n===== %s %s\n", m.bin, strings.Join(args, " "))
-	cmd := exec.Command(m.bin, args...)
+	args := append(append(m.wrap[:len(m.wrap):len(m.wrap)], m.bin), m.argv(m.addr)...)
+	fmt.Fprintf(m.log, "\n===== %s\n", strings.Join(args, " "))
+	// `ip netns exec` execs the server in its place: the pid is the server's.
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = m.log, m.log
 	// A test binary killed by its timeout must not leave servers behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -521,6 +538,16 @@ func (m *member) kill() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("pid %d did not exit 10s after SIGKILL", m.cmd.Process.Pid)
 	}
+}
+
+// pickAddr is the address to start on: a free loopback port, or a port in
+// the test's network namespace, where nothing else listens (a taken one is
+// retried by start).
+func (m *member) pickAddr() string {
+	if m.host == "" || m.host == "127.0.0.1" {
+		return freeAddr()
+	}
+	return net.JoinHostPort(m.host, strconv.Itoa(20000+rand.IntN(12000)))
 }
 
 // freeAddr is a loopback host:port that was free a moment ago; a server

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+var diffCmd = &command{
+	name:  "diff",
+	usage: "TYPE/NAME [-n NS] [--rev A | --at T1] [--rev B | --at T2]",
+	short: "Show what changed between two revisions, as a unified YAML diff",
+	long: `Shows a unified diff of the object's YAML between two points in its history.
+With no point, the state before its last change against now; with one
+(--rev or --at), that point against now; with two, the older against the
+newer. metadata.managedFields and resourceVersion are left out.
+
+KUBECTL_EXTERNAL_DIFF is run instead of the built-in diff, as kubectl diff
+runs it: with two folders holding the object's file under the same name.
+The exit status is that of kubectl diff: 0 no differences, 1 differences,
+2 an error.
+`,
+	examples: `
+  # What the last change to a ConfigMap did
+  kubectl quanty diff configmap/web
+
+  # Revision 1234 against now
+  kubectl quanty diff deploy/web -n shop --rev 1234
+
+  # Between two revisions
+  kubectl quanty diff cm/web --rev 1234 --rev 1300
+
+  # Since an hour ago, with an external diff program
+  KUBECTL_EXTERNAL_DIFF="diff -u" kubectl quanty diff cm/web --at -1h
+`,
+	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {
+		key := keyFlag(fs)
+		revs := fs.Int64Slice("rev", nil, "a revision to compare (once or twice)")
+		ats := fs.StringArray("at", nil, "a time to compare (once or twice): RFC 3339, a local date-time or relative (-15m)")
+		return func(ctx context.Context, s *session, args []string) error {
+			err := s.diff(ctx, args, *key, *revs, *ats)
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				return &exitError{code: 2, err: err}
+			}
+			return err
+		}
+	},
+}
+
+// snapshot is an object at one point in its history.
+type snapshot struct {
+	rev   int64            // the revision read
+	kv    *mvccpb.KeyValue // nil: it did not exist then
+	label string
+}
+
+// text is the snapshot's YAML as diffs show it. A value that is not an
+// object shows as a comment line, an encrypted one with a hash of its
+// ciphertext so that a change still shows.
+func (v snapshot) text() (string, error) {
+	if v.kv == nil {
+		return "", nil
+	}
+	val := decodeValue(v.kv.Value)
+	if val.Object == nil {
+		note := val.describe()
+		if val.Encrypted != "" {
+			note += fmt.Sprintf(", sha256:%x", sha256.Sum256(v.kv.Value))
+		}
+		return "# " + note + "\n", nil
+	}
+	b, err := render(val.shown(0, false), "yaml")
+	return string(b), err
+}
+
+func (s *session) diff(ctx context.Context, args []string, key string, revs []int64, ats []string) error {
+	if len(revs)+len(ats) > 2 {
+		return errors.New("at most two points: --rev and --at, twice at most in all")
+	}
+	t, err := s.target(ctx, args, key)
+	if err != nil {
+		return err
+	}
+	var points []snapshot
+	for _, r := range revs {
+		if r <= 0 {
+			return fmt.Errorf("--rev %d: want a revision > 0", r)
+		}
+		v, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key), Revision: r}, "revision %d")
+		if err != nil {
+			return err
+		}
+		points = append(points, v)
+	}
+	for _, a := range ats {
+		ms, err := parseAt(a, s.now())
+		if err != nil {
+			return err
+		}
+		v, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key), UnixMs: ms}, "revision %d (at "+a+")")
+		if err != nil {
+			return err
+		}
+		points = append(points, v)
+	}
+	if len(points) < 2 {
+		now, err := s.snapshot(ctx, &historypb.Request{Key: []byte(t.key)}, "revision %d (now)")
+		if err != nil {
+			return err
+		}
+		points = append(points, now)
+	}
+	if len(points) < 2 {
+		before, err := s.beforeLastChange(ctx, t)
+		if err != nil {
+			return err
+		}
+		points = append([]snapshot{before}, points...)
+	}
+	from, to := points[0], points[1]
+	if from.rev > to.rev {
+		from, to = to, from
+	}
+	return s.showDiff(t, from, to)
+}
+
+// snapshot reads one point; label has a %d for the revision read.
+func (s *session) snapshot(ctx context.Context, req *historypb.Request, label string) (snapshot, error) {
+	rev, kv, err := s.state(ctx, req)
+	if err != nil {
+		return snapshot{}, err
+	}
+	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, rev)}
+	if kv == nil {
+		v.label += ", absent"
+	}
+	return v, nil
+}
+
+// beforeLastChange is the state before the object's newest change.
+func (s *session) beforeLastChange(ctx context.Context, t target) (snapshot, error) {
+	entries, err := s.api.log(ctx, &historypb.Request{Key: []byte(t.key)})
+	if err != nil {
+		return snapshot{}, err
+	}
+	if len(entries) == 0 {
+		return snapshot{}, fmt.Errorf("no history found for %s", t)
+	}
+	last := entries[len(entries)-1]
+	rev := last.GetRevision() - 1
+	switch prev := last.GetPrevKv(); {
+	case prev != nil:
+		return snapshot{rev: rev, kv: prev, label: fmt.Sprintf("revision %d", prev.ModRevision)}, nil
+	case last.GetKv().GetVersion() == 1:
+		return snapshot{rev: rev, label: fmt.Sprintf("revision %d, absent", rev)}, nil
+	}
+	return snapshot{}, fmt.Errorf("the state of %s before revision %d is no longer retained", t, last.GetRevision())
+}
+
+// diffFile names the object's file for an external diff as kubectl diff
+// does: group.version.kind.namespace.name.
+func (t target) diffFile() string {
+	if t.res.Kind == "" {
+		return strings.ReplaceAll(strings.Trim(t.key, "/"), "/", ".")
+	}
+	parts := []string{t.res.Group, t.res.Version, t.res.Kind, t.obj.Namespace, t.obj.Name}
+	if t.res.Group == "" {
+		parts = parts[1:]
+	}
+	if t.obj.Namespace == "" {
+		parts = append(parts[:len(parts)-2], t.obj.Name)
+	}
+	return strings.Join(parts, ".")
+}
+
+func (s *session) showDiff(t target, from, to snapshot) error {
+	a, err := from.text()
+	if err != nil {
+		return err
+	}
+	b, err := to.text()
+	if err != nil {
+		return err
+	}
+	if s.externalDiff != "" {
+		differs, err := externalDiff(s.externalDiff, t.diffFile(),
+			side{label: fmt.Sprintf("FROM-REV-%d", from.rev), text: a}, side{label: fmt.Sprintf("TO-REV-%d", to.rev), text: b}, s.out, s.errOut)
+		if err != nil {
+			return err
+		}
+		if differs {
+			return &exitError{code: 1}
+		}
+		return nil
+	}
+	d := unified(fmt.Sprintf("%s (%s)", t.nameOnly(), from.label), fmt.Sprintf("%s (%s)", t.nameOnly(), to.label), a, b, s.outIsTerminal)
+	if d == "" {
+		return nil
+	}
+	if _, err := fmt.Fprint(s.out, d); err != nil {
+		return err
+	}
+	return &exitError{code: 1}
+}
