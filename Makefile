@@ -21,7 +21,9 @@ run: build
 # Unit tests and the end-to-end suites (test/framework): integration through
 # the real etcd client on SQLite, PostgreSQL and a real etcd v3.6 (built by
 # scripts/peers.sh), History on SQLite and PostgreSQL, the replica and
-# PostgreSQL-restart tests, and the kill -9 crash test on both databases.
+# PostgreSQL-restart tests, the kill -9 crash test on both databases, and
+# the operators' commands: import from a real kine v0.17.5 and etcd, backup
+# under write load, pg_dump, the health endpoints, deploy/'s command lines.
 # PostgreSQL is QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
 # /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,

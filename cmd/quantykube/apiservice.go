@@ -62,7 +62,7 @@ func apiservice(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Address, "address", "", "QuantyKube's address as kube-apiserver reaches it (required; not a loopback address: EndpointSlices refuse those)")
 	fs.IntVar(&s.Port, "port", 8443, "the port of --api-listen")
 	fs.StringVar(&s.StoreUser, "store-user", "quantykube", "the user --api-kubeconfig authenticates as, allowed to create SubjectAccessReviews")
-	fs.StringVar(&s.StoreServiceAccount, "store-service-account", "", "instead of --store-user: the service account (in --namespace) QuantyKube runs as")
+	fs.StringVar(&s.StoreServiceAccount, "store-service-account", "", "instead of --store-user: the service account (in --namespace) QuantyKube runs as (default: none, --store-user)")
 	dir := fs.String("dir", ".", "where ca.crt, ca.key, apiserver.crt and apiserver.key are written")
 	days := fs.Int("days", 365, "validity of the serving certificate, in days")
 	if err := fs.Parse(args); err != nil {

@@ -94,8 +94,8 @@ type connFlags struct {
 
 func (c *connFlags) register(fs *pflag.FlagSet, outputs ...string) {
 	fs.StringSliceVar(&c.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "server address(es): host:port, http://host:port, https://host:port or unix:///path; tried in order")
-	fs.StringVar(&c.certFile, "cert-file", "", "client TLS certificate")
-	fs.StringVar(&c.keyFile, "key-file", "", "client TLS key")
+	fs.StringVar(&c.certFile, "cert-file", "", "client TLS certificate (default: none)")
+	fs.StringVar(&c.keyFile, "key-file", "", "client TLS key, with --cert-file (default: none)")
 	fs.StringVar(&c.trustedCAFile, "trusted-ca-file", "", "CA that signs the server's certificate (default: the system's)")
 	fs.BoolVar(&c.insecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the server's certificate")
 	fs.DurationVar(&c.dialTimeout, "dial-timeout", 2*time.Second, "how long to wait for a connection")
@@ -327,8 +327,8 @@ type pointFlags struct {
 }
 
 func (p *pointFlags) register(fs *pflag.FlagSet) {
-	fs.Int64Var(&p.rev, "rev", 0, "the revision to read")
-	fs.StringVar(&p.at, "at", "", "the time to read: RFC 3339 or relative (-15m)")
+	fs.Int64Var(&p.rev, "rev", 0, "the revision to read (default: none; give --rev or --at)")
+	fs.StringVar(&p.at, "at", "", "the time to read: RFC 3339 or relative (-15m) (default: none; give --rev or --at)")
 }
 
 // apply sets the revision or time of req; exactly one is required unless
@@ -407,11 +407,11 @@ func (h *historyCmd) log(args []string) error {
 	var rangeEnd, since, cont string
 	var rev, limit int64
 	fs.BoolVar(&prefix, "prefix", false, "every key that starts with KEY")
-	fs.StringVar(&rangeEnd, "range-end", "", "every key in [KEY, E); \"\\x00\" as E: every key >= KEY")
-	fs.Int64Var(&rev, "rev", 0, "list changes from this revision on")
-	fs.StringVar(&since, "since", "", "list changes from this time on: RFC 3339 or relative (-15m)")
+	fs.StringVar(&rangeEnd, "range-end", "", "every key in [KEY, E); \"\\x00\" as E: every key >= KEY (default: none, KEY alone)")
+	fs.Int64Var(&rev, "rev", 0, "list changes from this revision on (default: none, from the oldest retained)")
+	fs.StringVar(&since, "since", "", "list changes from this time on: RFC 3339 or relative (-15m) (default: none, from the oldest retained)")
 	fs.Int64Var(&limit, "limit", 0, "list at most N changes (default: all, read in pages)")
-	fs.StringVar(&cont, "continue", "", "resume a listing cut by --limit: the token it printed")
+	fs.StringVar(&cont, "continue", "", "resume a listing cut by --limit: the token it printed (default: none, from the start)")
 	conn.register(fs)
 	key, done, err := parseArgs(fs, args, &conn)
 	if done || err != nil {

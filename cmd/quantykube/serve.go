@@ -43,21 +43,23 @@ type serveFlags struct {
 	cacheBytes   int64
 	pprofAddr    string
 	debug        bool
+	log          logFlags
 }
 
+const serveUsage = `quantykube serve [flags]
+
+Serves the etcd v3 gRPC API (and quantykube.History) from a database.`
+
 func newServeFlags() *serveFlags {
-	f := &serveFlags{fs: pflag.NewFlagSet("serve", pflag.ContinueOnError)}
+	f := &serveFlags{fs: newFlagSet(serveUsage)}
 	fs, cfg := f.fs, &f.cfg
 	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
-	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, "database: sqlite://path (or a path) or postgres://user:pass@host:port/db?sslmode=...")
+	registerDatastoreFlags(fs, cfg, "the database to serve")
 	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "most connections of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL, max(4, 2*GOMAXPROCS) on SQLite); the writer, and on PostgreSQL the listener, take one more each")
 	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every session (0: the server's setting)")
-	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres: CA that verifies the database server (sslrootcert), unless the endpoint URL names one")
-	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres: client certificate for the database (sslcert), unless the endpoint URL names one")
-	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres: client key for the database (sslkey), unless the endpoint URL names one")
-	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate")
-	fs.StringVar(&cfg.ServerTLSConfig.KeyFile, "key-file", "", "serving TLS key")
-	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates; clients must present one, as with etcd")
+	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate (default: none, plaintext)")
+	fs.StringVar(&cfg.ServerTLSConfig.KeyFile, "key-file", "", "serving TLS key, with --cert-file (default: none)")
+	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates; clients must present one, as with etcd (default: none, no client certificate asked)")
 	fs.Bool("client-cert-auth", false, "require client certificates (implied by --trusted-ca-file, which it needs)")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes")
 	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd)")
@@ -68,20 +70,31 @@ func newServeFlags() *serveFlags {
 	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "sqlite: memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
-	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:8080); off when empty")
+	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics and health at /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
 	api := &cfg.AggregatedAPI
 	fs.StringVar(&api.Listen, "api-listen", "", "also serve History as the aggregated Kubernetes API quanty.quantyroot.io/v1alpha1 on host:port (docs/AGGREGATED-API.md); off when empty")
-	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc")
-	fs.StringVar(&api.KeyFile, "api-key", "", "aggregated API: serving key")
-	fs.StringVar(&api.ClientCAFile, "api-client-ca", "", "aggregated API: kube-apiserver's front-proxy CA (its --requestheader-client-ca-file); only clients it signed may call")
+	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc (default: none; required with --api-listen)")
+	fs.StringVar(&api.KeyFile, "api-key", "", "aggregated API: serving key (default: none; required with --api-listen)")
+	fs.StringVar(&api.ClientCAFile, "api-client-ca", "", "aggregated API: kube-apiserver's front-proxy CA (its --requestheader-client-ca-file); only clients it signed may call (default: none; required with --api-listen)")
 	fs.StringSliceVar(&api.AllowedNames, "api-allowed-names", []string{apiagg.DefaultAllowedName}, "aggregated API: front-proxy certificate names accepted (its --requestheader-allowed-names); empty accepts any name the CA signed")
 	fs.StringSliceVar(&api.RawAccessGroups, "api-raw-access-groups", []string{apiagg.DefaultRawAccessGroup}, "aggregated API: groups that may read and restore keys holding no Kubernetes object")
 	fs.StringVar(&api.Kubeconfig, "api-kubeconfig", "", "aggregated API: kubeconfig for SubjectAccessReviews, which check each caller's access to the object (default: the pod's service account)")
 	fs.BoolVar(&api.InsecureSkipObjectAuthorization, "api-insecure-skip-object-authorization", false, "aggregated API: do not check each caller's access to the object; anyone kube-apiserver lets through reads every object's history, Secrets included")
 	fs.StringVar(&api.EtcdPrefix, "api-etcd-prefix", "/registry", "aggregated API: kube-apiserver's --etcd-prefix, where its objects' keys begin")
 	fs.StringVar(&f.pprofAddr, "pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
+	f.log.register(fs)
 	fs.BoolVar(&f.debug, "debug", false, "log at debug level")
+	_ = fs.MarkDeprecated("debug", "use --log-level=debug")
 	return f
+}
+
+// registerDatastoreFlags binds --endpoint and the database's TLS files, as
+// every command that opens a QuantyKube database names them.
+func registerDatastoreFlags(fs *pflag.FlagSet, cfg *endpoint.Config, what string) {
+	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://path (or a path) or postgres://user:pass@host:port/db?sslmode=...")
+	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres: CA that verifies the database server (sslrootcert; implies sslmode=verify-full), unless the endpoint URL names one (default: none, as the URL's sslmode says)")
+	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres: client certificate for the database (sslcert), unless the endpoint URL names one (default: none)")
+	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres: client key for the database (sslkey), unless the endpoint URL names one (default: none)")
 }
 
 // parse parses args and checks what the flags cannot check alone.
@@ -120,12 +133,15 @@ func (f *serveFlags) parse(args []string) error {
 		}
 		cfg.RetainPrefixes = append(cfg.RetainPrefixes, mvcc.RetentionRule{Prefix: []byte(prefix), Retain: d})
 	}
-	level := slog.LevelInfo
 	if f.debug {
-		level = slog.LevelDebug
+		if f.fs.Changed("log-level") {
+			return errors.New("--debug is the old form of --log-level=debug: give one of them")
+		}
+		f.log.level = "debug"
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return nil
+	var err error
+	cfg.Logger, err = f.log.logger(os.Stderr)
+	return err
 }
 
 func serve(args []string) error {
@@ -146,6 +162,8 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	b := currentBuild()
+	cfg.Logger.Info("starting quantykube", "version", b.Version, "commit", b.Commit, "modified", b.Modified)
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +71,38 @@ func TestServeFlagErrors(t *testing.T) {
 		`--retain-prefix "/a/"`:                      {"--retain-prefix", "/a/"},
 		`--retain-prefix "=1m"`:                      {"--retain-prefix", "=1m"},
 		"takes no arguments":                         {"extra"},
+		`--log-format "xml": want text or json`:      {"--log-format", "xml"},
+		`--log-level "loud"`:                         {"--log-level", "loud"},
+		"--debug is the old form of --log-level":     {"--debug", "--log-level", "warn"},
 	}
 	for want, args := range cases {
 		err := newServeFlags().parse(args)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("serve %v: error %v, want one containing %q", args, err, want)
+		}
+	}
+}
+
+// --log-format json writes one JSON object per line, at --log-level and
+// above; text writes key=value.
+func TestLogFlags(t *testing.T) {
+	for _, c := range []struct {
+		format, level string
+		check         func(line string) bool
+	}{
+		{"json", "warn", func(line string) bool { return json.Valid([]byte(line)) && strings.Contains(line, `"msg":"shown"`) }},
+		{"text", "warn", func(line string) bool { return strings.Contains(line, "level=WARN msg=shown") }},
+	} {
+		var buf bytes.Buffer
+		log, err := (&logFlags{format: c.format, level: c.level}).logger(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("hidden")
+		log.Warn("shown")
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) != 1 || !c.check(lines[0]) {
+			t.Errorf("--log-format %s --log-level %s wrote %q", c.format, c.level, buf.String())
 		}
 	}
 }

@@ -121,7 +121,8 @@ type Config struct {
 	// sessions (0: the server's setting).
 	DatastoreStatementTimeout time.Duration
 	// MetricsListenAddress, when set, serves Prometheus metrics at
-	// http://ADDRESS/metrics.
+	// http://ADDRESS/metrics, and the health endpoints /livez, /readyz,
+	// /healthz (Kubernetes' shape) and /health (etcd's) (health.go).
 	MetricsListenAddress string
 	// AggregatedAPI, when its Listen is set, also serves History as the
 	// Kubernetes aggregated API quanty.quantyroot.io (pkg/apiagg).
@@ -186,6 +187,17 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// NewDialect is the database driver cfg.Endpoint names, with cfg's pool and
+// TLS settings, not yet connected: for programs that write a database
+// without serving it (quantykube import).
+func NewDialect(cfg Config) (mvcc.Dialect, error) {
+	cfg = withDefaults(cfg)
+	if etcdURL(cfg.Endpoint) {
+		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database", RedactEndpoint(cfg.Endpoint))
+	}
+	return dialect(cfg)
+}
+
 // dialect is the database driver the endpoint names.
 func dialect(cfg Config) (mvcc.Dialect, error) {
 	dsn := cfg.Endpoint
@@ -211,7 +223,7 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg = withDefaults(cfg)
 	if etcdURL(cfg.Endpoint) {
-		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database QuantyKube can serve", redactDSN(cfg.Endpoint))
+		return nil, fmt.Errorf("endpoint: %s is an etcd server, not a database QuantyKube can serve", RedactEndpoint(cfg.Endpoint))
 	}
 	tlsConf, err := cfg.ServerTLSConfig.ServerConfig()
 	if err != nil {
@@ -267,9 +279,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		live, ready := s.healthChecks()
+		registerHealth(mux, cfg.Logger, live, ready)
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go s.metrics.Serve(ml)
-		cfg.Logger.Info("serving metrics", "listen", "http://"+ml.Addr().String()+"/metrics")
+		cfg.Logger.Info("serving metrics and health", "listen", "http://"+ml.Addr().String(), "paths", "/metrics /livez /readyz /healthz /health")
 	}
 	if cfg.AggregatedAPI.Listen != "" {
 		acfg := cfg.AggregatedAPI
@@ -287,7 +301,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.api = api
 	}
 	go func() { s.serveErr <- s.grpc.Serve(lis) }()
-	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", redactDSN(cfg.Endpoint), "revision", store.Rev())
+	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", RedactEndpoint(cfg.Endpoint), "revision", store.Rev())
 	return s, nil
 }
 
@@ -354,8 +368,8 @@ func (s *Server) closeListeners() {
 	s.store.Close()
 }
 
-// redactDSN hides a password in an endpoint URL before it is logged.
-func redactDSN(dsn string) string {
+// RedactEndpoint hides a password in an endpoint URL, for logs and reports.
+func RedactEndpoint(dsn string) string {
 	if !strings.Contains(dsn, "://") || strings.HasPrefix(dsn, "sqlite://") {
 		return dsn
 	}

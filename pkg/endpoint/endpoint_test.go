@@ -2,9 +2,7 @@ package endpoint_test
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,16 +25,8 @@ func freeAddr(t *testing.T) string {
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	_, body := get(t, "http://"+addr+"/metrics")
+	return body
 }
 
 // The metrics endpoint reports the store's revision and its write batches.

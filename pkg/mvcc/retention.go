@@ -68,6 +68,16 @@ func (s *Store) initRules(ctx context.Context) error {
 		}
 		r.fl.raise(f)
 	}
+	// An imported store holds nothing before the import's revision, for
+	// any key (import.go).
+	var rev, ms sql.NullInt64
+	err := s.wdb.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'imported_rev'), (SELECT value FROM meta WHERE name = 'imported_unix_ms')`).Scan(&rev, &ms)
+	if err != nil {
+		return err
+	}
+	for _, r := range s.rules {
+		r.fl.raise(Floor{Rev: rev.Int64, UnixMs: ms.Int64})
+	}
 	var rf int64
 	if err := s.wdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'retain_floor'`).Scan(&rf); err != nil {
 		return err

@@ -32,6 +32,7 @@ const (
 	wLeaseRevoke
 	wLeaseExpire
 	wDefrag
+	wPing // CheckWriter's: no write, answered after the batch it came in
 )
 
 type writeReq struct {
@@ -132,6 +133,15 @@ func (w *writer) process(batch []*writeReq) {
 	}
 	if len(batch) == 0 {
 		return
+	}
+	for i, r := range batch {
+		if r.kind == wPing {
+			// The rest of the batch first; copied, since run reuses batch.
+			rest := append(append([]*writeReq(nil), batch[:i]...), batch[i+1:]...)
+			w.process(rest)
+			r.done <- writeResult{rev: w.s.Rev()}
+			return
+		}
 	}
 	start := time.Now()
 	results, err := w.commit(batch)

@@ -41,6 +41,10 @@ type Options struct {
 	// own, serving `--api-listen` there, and registers the aggregated API
 	// with kube-apiserver (apiagg.go). It needs root.
 	AggregatedAPI bool
+	// Datastore, when set, is what kube-apiserver runs on instead of a
+	// QuantyKube StartCluster starts: an etcd or a kine that a test moves
+	// from (import_test.go).
+	Datastore *framework.Target
 }
 
 // EventTTL is kube-apiserver's --event-ttl: short, so that a check can
@@ -131,7 +135,10 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 		c.API = prepareAggregatedAPI(t, c, netns)
 		qo.Netns, qo.Host, qo.Args = netns.Name, netns.NSIP.String(), c.API.serveArgs(c)
 	}
-	c.QuantyKube = framework.Start(t, o.Backend, qo)
+	c.QuantyKube = o.Datastore
+	if c.QuantyKube == nil {
+		c.QuantyKube = framework.Start(t, o.Backend, qo)
+	}
 	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
 		t.Fatalf("kubernetes client: %v", err)
 	}

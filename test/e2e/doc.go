@@ -16,6 +16,11 @@
 //
 //	go test -run 'TestKubernetes/postgres/history' .
 //
+// TestImport (import_test.go) and TestBackupRestore (backup_test.go) are
+// not checks: they stop kube-apiserver, move its datastore (`quantykube
+// import` from a real etcd and from kine, Options.Datastore; `quantykube
+// backup` and `restore`) and start it again on what they made.
+//
 // It is a nested module so that client-go and the Kubernetes API types
 // never enter QuantyKube's own go.mod.
 package e2e

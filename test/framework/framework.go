@@ -7,7 +7,9 @@
 //     on one PostgreSQL database shared by several replicas, which can be
 //     killed with SIGKILL;
 //   - a real etcd binary (EtcdBinary builds it from the Go module proxy), the
-//     reference the same assertions are checked against.
+//     reference the same assertions are checked against;
+//   - a real kine binary (KineBinary, StartKine), a source the import tests
+//     write through.
 //
 // A suite runs a test once per backend with Run, so each backend is a
 // subtest (TestWatch/sqlite, TestWatch/postgres, TestWatch/etcd) that can be

@@ -13,36 +13,49 @@ import (
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
+// peer is a binary scripts/peers.sh builds, once per test binary.
+type peer struct {
+	name string
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	etcdOnce sync.Once
-	etcdPath string
-	etcdErr  error
+	etcdPeer = &peer{name: "etcd"}
+	kinePeer = &peer{name: "kine"}
 )
 
 // EtcdBinary is etcd v3.6 built by scripts/peers.sh (cached under
 // .cache/peers, so only the first test run on a machine builds it).
 func EtcdBinary() (string, error) { return etcdBinary() }
 
-func etcdBinary() (string, error) {
-	etcdOnce.Do(func() {
+func etcdBinary() (string, error) { return etcdPeer.build() }
+
+// KineBinary is kine v0.17.5 built by scripts/peers.sh (cached as etcd
+// is), for the tests that import from a database kine wrote.
+func KineBinary() (string, error) { return kinePeer.build() }
+
+func (p *peer) build() (string, error) {
+	p.once.Do(func() {
 		root, err := ModuleRoot()
 		if err != nil {
-			etcdErr = err
+			p.err = err
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "peers.sh"), "etcd")
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "peers.sh"), p.name)
 		var stderr LogBuffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			etcdErr = fmt.Errorf("scripts/peers.sh etcd: %v\n%s", err, stderr.Tail(2000))
+			p.err = fmt.Errorf("scripts/peers.sh %s: %v\n%s", p.name, err, stderr.Tail(2000))
 			return
 		}
-		etcdPath = strings.TrimSpace(string(out))
+		p.path = strings.TrimSpace(string(out))
 	})
-	return etcdPath, etcdErr
+	return p.path, p.err
 }
 
 var (

@@ -117,6 +117,13 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 	return x
 }
 
+// PostgresDatabase is a new, empty database on PostgresServer, dropped
+// when t ends: for a server the test starts itself (StartKine).
+func PostgresDatabase(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t)
+}
+
 func newDatabase(t testing.TB) string {
 	t.Helper()
 	srv, err := postgresServer()
@@ -140,7 +147,7 @@ func newDatabase(t testing.TB) string {
 // Backend is what the target runs.
 func (x *Target) Backend() Backend { return x.backend }
 
-// DSN is the database a QuantyKube target serves ("" for etcd).
+// DSN is the database a QuantyKube or kine target serves ("" for etcd).
 func (x *Target) DSN() string { return x.dsn }
 
 // Replicas is the number of members.
@@ -350,6 +357,38 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 		}
 	}
 	return m
+}
+
+// Kine is the target StartKine makes: kine, not a Backend the suites run
+// on (it serves only the requests kube-apiserver makes), but a source the
+// import tests write through.
+const Kine Backend = "kine"
+
+// StartKine starts kine (KineBinary) on the database dsn, sqlite://PATH or
+// a postgres:// URL, and stops it when t ends. It returns once kine
+// answers a Status call; Stop and Start keep the database.
+func StartKine(t testing.TB, dsn string) *Target {
+	t.Helper()
+	bin, err := KineBinary()
+	if err != nil {
+		Unavailable(t, "kine", err)
+	}
+	m := &member{name: "kine", log: &LogBuffer{}, bin: bin}
+	m.argv = func(addr string) []string {
+		// Metrics off ("0"): kine's default port would collide between tests.
+		return []string{"--listen-address", addr, "--endpoint", dsn, "--metrics-bind-address", "0"}
+	}
+	x := &Target{backend: Kine, dsn: dsn, members: []*member{m}}
+	t.Cleanup(func() {
+		if err := m.stop(); err != nil {
+			t.Errorf("kine: stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("kine log (tail):\n%s", m.log.Tail(6000))
+		}
+	})
+	x.Start(t)
+	return x
 }
 
 // start starts the member if it is stopped. A process whose port was

@@ -70,13 +70,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 			return nil, nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
-	// Named after the file itself, so that two paths to it (a symlink)
-	// still meet on one lock.
-	real := d.Path
-	if r, err := filepath.EvalSymlinks(d.Path); err == nil {
-		real = r
-	}
-	if d.lock, err = lockFile(real + "-lock"); err != nil {
+	if d.lock, err = lockFile(d.realPath() + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
@@ -100,6 +94,15 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	}
 	d.opts.Pool.Apply(reader, max(4, 2*runtime.GOMAXPROCS(0)))
 	return writer, reader, nil
+}
+
+// realPath is the database file itself: its lock is named after it, so
+// that two paths to it (a symlink) still meet on one lock.
+func (d *Dialect) realPath() string {
+	if r, err := filepath.EvalSymlinks(d.Path); err == nil {
+		return r
+	}
+	return d.Path
 }
 
 // Close releases the lock on the database; the store calls it after closing

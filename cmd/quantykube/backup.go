@@ -1,0 +1,108 @@
+package main
+
+// `quantykube backup` and `quantykube restore`: a consistent copy of a
+// SQLite store, history included, taken while the server runs, and that
+// copy put back (pkg/drivers/sqlite).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+)
+
+const backupUsage = `quantykube backup [--endpoint sqlite://PATH] FILE
+
+Writes a consistent copy of a SQLite store, history included, to FILE (which
+must not exist), while 'quantykube serve' keeps running on it: the copy is
+one read transaction (VACUUM INTO), which takes no lock the server needs and
+never blocks its writes. The copy is checked (PRAGMA integrity_check) before
+it is renamed to FILE. 'quantykube restore FILE' puts it back; 'quantykube
+serve --endpoint sqlite://FILE' serves it as it is.
+
+PostgreSQL stores are backed up with PostgreSQL's tools (pg_dump, or base
+backups and WAL archiving for point-in-time recovery): docs/backup.md.`
+
+const restoreUsage = `quantykube restore FILE [--endpoint sqlite://PATH] [--force]
+
+Makes the backup FILE the SQLite store at --endpoint, after checking it
+(PRAGMA integrity_check, a schema this quantykube can serve). The server must
+be stopped: restore takes its lock. The store goes back to the backup's
+revision: restart kube-apiserver afterwards, since its watch cache has seen
+newer revisions (docs/backup.md).`
+
+// sqliteFlags are the flags of backup and restore: the store, which must be
+// SQLite.
+type sqliteFlags struct {
+	fs  *pflag.FlagSet
+	cfg endpoint.Config
+}
+
+func newSQLiteFlags(usage, what string) *sqliteFlags {
+	f := &sqliteFlags{fs: newFlagSet(usage)}
+	f.fs.StringVar(&f.cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://PATH or a path")
+	return f
+}
+
+// parse parses args, which must be one FILE, and returns the store's
+// dialect and FILE; done is set after --help.
+func (f *sqliteFlags) parse(cmd string, args []string) (d *sqlite.Dialect, file string, done bool, err error) {
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, "", true, nil
+		}
+		return nil, "", false, err
+	}
+	if f.fs.NArg() != 1 {
+		return nil, "", false, fmt.Errorf("%s: want exactly one FILE, got %d arguments", cmd, f.fs.NArg())
+	}
+	md, err := endpoint.NewDialect(f.cfg)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("%s: %w", cmd, err)
+	}
+	d, ok := md.(*sqlite.Dialect)
+	if !ok {
+		return nil, "", false, fmt.Errorf("%s: %s is not a SQLite store: back PostgreSQL up with pg_dump or base backups (docs/backup.md)", cmd, endpoint.RedactEndpoint(f.cfg.Endpoint))
+	}
+	return d, f.fs.Arg(0), false, nil
+}
+
+func backupMain(ctx context.Context, args []string, stdout io.Writer) error {
+	d, file, done, err := newSQLiteFlags(backupUsage, "the store to back up").parse("backup", args)
+	if done || err != nil {
+		return err
+	}
+	info, err := d.Backup(ctx, file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backed up %s to %s\n", d.Path, file)
+	writeBackupInfo(stdout, info)
+	return nil
+}
+
+func restoreMain(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newSQLiteFlags(restoreUsage, "the store to restore")
+	force := f.fs.Bool("force", false, "replace the store if it exists (its WAL goes with it)")
+	d, file, done, err := f.parse("restore", args)
+	if done || err != nil {
+		return err
+	}
+	info, err := d.Restore(ctx, file, *force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s from %s\n", d.Path, file)
+	writeBackupInfo(stdout, info)
+	return nil
+}
+
+func writeBackupInfo(w io.Writer, info sqlite.BackupInfo) {
+	fmt.Fprintf(w, "  revision  %d\n  keys      %d\n  history   %d rows\n  schema    %d\n  size      %s\n",
+		info.Rev, info.Keys, info.LogRows, info.Schema, formatBytes(info.Bytes))
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	qtls "github.com/quantyroot/quantykube/pkg/tls"
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+// The files in deploy/ are checked as far as this machine can run them:
+// systemd and kubeadm are not here, so their command lines are parsed by
+// serve's own flags, run (with this test's paths and ports), and probed
+// where the unit or manifest says.
+
+// serveArgs parses a `quantykube serve` command line from deploy/, with
+// the host's paths and ports replaced by the test's.
+func serveArgs(t *testing.T, argv []string, replace *strings.Replacer) *serveFlags {
+	t.Helper()
+	if len(argv) < 2 || argv[0] != "/usr/local/bin/quantykube" || argv[1] != "serve" {
+		t.Fatalf("command %q: want /usr/local/bin/quantykube serve ...", argv)
+	}
+	var args []string
+	for _, a := range argv[2:] {
+		args = append(args, replace.Replace(a))
+	}
+	f := newServeFlags()
+	if err := f.parse(args); err != nil {
+		t.Fatalf("serve %q: %v", args, err)
+	}
+	return f
+}
+
+// startAsConfigured starts QuantyKube in this process with what the
+// parsed flags set beyond the listener and database (which the framework
+// chooses): TLS, the metrics and health listener.
+func startAsConfigured(t *testing.T, f *serveFlags) *framework.Target {
+	return framework.Start(t, framework.SQLite, framework.Options{Config: func(c *endpoint.Config) {
+		c.ServerTLSConfig = f.cfg.ServerTLSConfig
+		c.MetricsListenAddress = f.cfg.MetricsListenAddress
+		c.Retain, c.RetainPrefixes, c.MaxRequestBytes = f.cfg.Retain, f.cfg.RetainPrefixes, f.cfg.MaxRequestBytes
+	}})
+}
+
+func probeOK(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s: %s", url, resp.Status)
+	}
+}
+
+// deploy/systemd/quantykube.service: its ExecStart is a valid serve
+// command; the server it describes answers the etcd API and its health
+// endpoints where the unit says.
+func TestSystemdUnit(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/systemd/quantykube.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := strings.ReplaceAll(string(b), "\\\n", " ")
+	m := regexp.MustCompile(`(?m)^ExecStart=(.+)$`).FindStringSubmatch(unit)
+	if m == nil {
+		t.Fatal("no ExecStart")
+	}
+	metrics := framework.FreeAddr(t)
+	f := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer("127.0.0.1:2381", metrics, "/var/lib/quantykube", t.TempDir()))
+	if f.cfg.Listener != "127.0.0.1:2379" || f.cfg.MetricsListenAddress != metrics {
+		t.Errorf("listener %q, metrics %q: want etcd's ports, 2379 and 2381", f.cfg.Listener, f.cfg.MetricsListenAddress)
+	}
+	if !strings.Contains(unit, "\nStateDirectory=quantykube\n") || !strings.HasPrefix(f.cfg.Endpoint, "sqlite://") {
+		t.Errorf("the database %s is not in the unit's StateDirectory", f.cfg.Endpoint)
+	}
+	x := startAsConfigured(t, f)
+	if _, err := x.Client(t).Put(t.Context(), "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/livez", "/readyz", "/health"} {
+		probeOK(t, "http://"+metrics+p)
+	}
+}
+
+// deploy/kubeadm: the static Pod's command is a valid serve command whose
+// files are all mounted, whose probes hit its health endpoints, and which
+// kube-apiserver reaches as kubeadm-config.yaml's etcd.external says: over
+// TLS, with the client certificate signed by the CA QuantyKube trusts.
+func TestKubeadmStaticPod(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/kubeadm/quantykube.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &pod); err != nil {
+		t.Fatalf("quantykube.yaml: %v", err)
+	}
+	if len(pod.Spec.Containers) != 1 || !pod.Spec.HostNetwork {
+		t.Fatalf("want one container on the host's network: %+v", pod.Spec)
+	}
+	c := pod.Spec.Containers[0]
+	mounted := func(path string) bool {
+		for _, vm := range c.VolumeMounts {
+			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
+				return true
+			}
+		}
+		return false
+	}
+
+	ca := framework.NewCA(t, "etcd-ca")
+	serverCert, serverKey := ca.Issue(t, framework.CertSpec{CommonName: "quantykube", IPs: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}})
+	clientCert, clientKey := ca.Issue(t, framework.CertSpec{CommonName: "kube-apiserver-etcd-client", Client: true})
+	metrics := framework.FreeAddr(t)
+	raw := serveArgs(t, c.Command, strings.NewReplacer())
+	for _, p := range []string{raw.cfg.ServerTLSConfig.CertFile, raw.cfg.ServerTLSConfig.KeyFile, raw.cfg.ServerTLSConfig.TrustedCAFile, strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"), c.Command[0]} {
+		if !mounted(p) {
+			t.Errorf("%s is not in a volume the container mounts", p)
+		}
+	}
+	f := serveArgs(t, c.Command, strings.NewReplacer(
+		"/etc/kubernetes/pki/etcd/server.crt", serverCert,
+		"/etc/kubernetes/pki/etcd/server.key", serverKey,
+		"/etc/kubernetes/pki/etcd/ca.crt", ca.CertFile,
+		"/var/lib/quantykube", t.TempDir(),
+		"127.0.0.1:2381", metrics,
+	))
+
+	var kc struct {
+		Kind string
+		Etcd struct {
+			External struct {
+				Endpoints                 []string
+				CAFile, CertFile, KeyFile string
+			}
+		}
+	}
+	b, err = os.ReadFile("../../deploy/kubeadm/kubeadm-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &kc); err != nil {
+		t.Fatalf("kubeadm-config.yaml: %v", err)
+	}
+	ext := kc.Etcd.External
+	if kc.Kind != "ClusterConfiguration" || len(ext.Endpoints) != 1 || ext.Endpoints[0] != "https://"+raw.cfg.Listener {
+		t.Errorf("kubeadm's etcd.external.endpoints %v, want https://%s (the static Pod's listener)", ext.Endpoints, raw.cfg.Listener)
+	}
+	if ext.CAFile != raw.cfg.ServerTLSConfig.TrustedCAFile {
+		t.Errorf("kubeadm verifies QuantyKube with %s, QuantyKube trusts clients of %s: one etcd CA signs both", ext.CAFile, raw.cfg.ServerTLSConfig.TrustedCAFile)
+	}
+
+	x := startAsConfigured(t, f)
+	for _, pr := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			t.Fatalf("probe %+v: want an HTTP GET", pr)
+		}
+		g := pr.HTTPGet
+		if addr := net.JoinHostPort(g.Host, g.Port.String()); addr != raw.cfg.MetricsListenAddress {
+			t.Errorf("probe on %s, but health is served on %s", addr, raw.cfg.MetricsListenAddress)
+		}
+		probeOK(t, "http://"+metrics+g.Path)
+	}
+	// kube-apiserver's side: TLS, verified with the CA, with its client
+	// certificate; without a certificate the handshake is refused.
+	tc, err := qtls.Config{CAFile: ca.CertFile, CertFile: clientCert, KeyFile: clientKey}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := x.Endpoint()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/registry/k", "v"); err != nil {
+		t.Fatalf("kube-apiserver's client: %v", err)
+	}
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{RootCAs: tc.RootCAs, ServerName: "127.0.0.1"})
+	if err == nil {
+		// TLS 1.3 reports a refused client certificate on the first read.
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil {
+		t.Error("a client without a certificate was served")
+	}
+}

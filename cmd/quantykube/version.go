@@ -1,0 +1,80 @@
+package main
+
+// `quantykube version`: the build's version and commit, from what the Go
+// toolchain records in the binary (runtime/debug.ReadBuildInfo).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/spf13/pflag"
+
+	"github.com/quantyroot/quantykube/pkg/server"
+)
+
+const versionUsage = `quantykube version
+
+Prints the build's version, the commit it was built from (with "(modified)"
+when the tree had changes), the commit's time, the Go version and the etcd
+API version served. A binary built without VCS information (go build
+-buildvcs=false, or outside a checkout) says "unknown".`
+
+// buildInfo is what version prints.
+type buildInfo struct {
+	Version, Commit, Time, Go string
+	Modified                  bool
+}
+
+// readBuildInfo reads the toolchain's record; ok false (no record) gives
+// "unknown" everywhere, never an error.
+func readBuildInfo(bi *debug.BuildInfo, ok bool) buildInfo {
+	b := buildInfo{Version: "unknown", Commit: "unknown", Time: "unknown", Go: "unknown"}
+	if !ok || bi == nil {
+		return b
+	}
+	if bi.Main.Version != "" {
+		b.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		b.Go = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+func (b buildInfo) write(w io.Writer) {
+	commit := b.Commit
+	if b.Modified {
+		commit += " (modified)"
+	}
+	fmt.Fprintf(w, "quantykube %s\ncommit:   %s\nbuilt:    %s\ngo:       %s\netcd API: %s\n", b.Version, commit, b.Time, b.Go, server.Version)
+}
+
+// currentBuild is this binary's build information.
+func currentBuild() buildInfo { return readBuildInfo(debug.ReadBuildInfo()) }
+
+func versionMain(args []string, stdout io.Writer) error {
+	fs := newFlagSet(versionUsage)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version takes no arguments, got %q", fs.Args())
+	}
+	currentBuild().write(stdout)
+	return nil
+}

@@ -1,0 +1,195 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// BackupInfo describes a backup file.
+type BackupInfo struct {
+	// Rev is the store's revision in the file, Keys its live keys, LogRows
+	// its history (one row per key change it retains).
+	Rev, Keys, LogRows int64
+	// Schema is the file's schema version.
+	Schema int64
+	// Bytes is the file's size.
+	Bytes int64
+}
+
+// Backup writes a consistent copy of the database, history included, to
+// dest, which must not exist. It works while a server runs on the
+// database: it needs no lock, only reads, and in WAL mode its read
+// transaction never blocks the server's writer (only checkpoints wait for
+// it). VACUUM INTO copies what that one transaction sees, compacted; the
+// copy is written beside dest, checked (PRAGMA integrity_check), synced and
+// then renamed to dest, so dest is either absent or a whole backup.
+func (d *Dialect) Backup(ctx context.Context, dest string) (BackupInfo, error) {
+	if _, err := os.Stat(d.Path); err != nil {
+		return BackupInfo{}, fmt.Errorf("backup: %w", err)
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return BackupInfo{}, fmt.Errorf("backup: %s exists: give a new file", dest)
+	}
+	tmp := dest + ".partial"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return BackupInfo{}, fmt.Errorf("backup: %w", err)
+	}
+	db, err := OpenReadOnly(d.Path)
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("backup: %w", err)
+	}
+	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
+	db.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return BackupInfo{}, fmt.Errorf("backup: copy %s: %w", d.Path, err)
+	}
+	info, err := d.Verify(ctx, tmp)
+	if err == nil {
+		err = syncRename(tmp, dest)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return BackupInfo{}, fmt.Errorf("backup: %w", err)
+	}
+	return info, nil
+}
+
+// Verify checks that file is a whole QuantyKube database this binary can
+// serve (PRAGMA integrity_check, a schema no newer than its own) and
+// describes it. It only reads file.
+func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
+	var info BackupInfo
+	st, err := os.Stat(file)
+	if err != nil {
+		return info, err
+	}
+	info.Bytes = st.Size()
+	db, err := OpenReadOnly(file)
+	if err != nil {
+		return info, err
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil {
+		return info, fmt.Errorf("%s: integrity check: %w", file, err)
+	}
+	if check != "ok" {
+		return info, fmt.Errorf("%s: integrity check failed: %s", file, check)
+	}
+	err = db.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'schema'), (SELECT value FROM meta WHERE name = 'rev'),
+		(SELECT COUNT(*) FROM current), (SELECT COUNT(*) FROM log)`).Scan(&info.Schema, &info.Rev, &info.Keys, &info.LogRows)
+	if err != nil {
+		return info, fmt.Errorf("%s is not a QuantyKube database: %w", file, err)
+	}
+	if known := int64(len(d.Migrations())); info.Schema > known {
+		return info, fmt.Errorf("%s has schema version %d, newer than this quantykube's %d: use a newer quantykube", file, info.Schema, known)
+	}
+	return info, nil
+}
+
+// Restore makes the backup file the database, after checking it (Verify).
+// It holds the database's lock meanwhile, so it refuses while a server
+// runs on the database, and no server starts on a half-restored file. An
+// existing database is replaced only when replace is set; its WAL goes with
+// it, since SQLite would replay that WAL into the restored file.
+func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (BackupInfo, error) {
+	info, err := d.Verify(ctx, file)
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	if dir := filepath.Dir(d.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return info, fmt.Errorf("restore: %w", err)
+		}
+	}
+	real := d.realPath()
+	lock, err := lockFile(real + "-lock")
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	defer lock.Close()
+	if _, err := os.Stat(real); err == nil && !replace {
+		return info, fmt.Errorf("restore: %s exists: stop its server, back it up if it matters, and restore with --force to replace it", d.Path)
+	}
+	tmp := real + ".restoring"
+	if err := copyFile(file, tmp); err != nil {
+		os.Remove(tmp)
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	for _, stale := range []string{real + "-wal", real + "-shm"} {
+		if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
+			os.Remove(tmp)
+			return info, fmt.Errorf("restore: %w", err)
+		}
+	}
+	if err := syncRename(tmp, real); err != nil {
+		os.Remove(tmp)
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	return info, nil
+}
+
+// OpenReadOnly opens an SQLite file (QuantyKube's, or another program's,
+// such as kine's) for reading only, without the server's lock: it can
+// neither change the file nor create it. In WAL mode its readers see one
+// snapshot per transaction and never block a writer.
+func OpenReadOnly(path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(30000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// syncRename makes from durable, then renames it to to and makes the
+// rename durable: after a crash, to is the old file or the whole new one.
+func syncRename(from, to string) error {
+	f, err := os.OpenFile(from, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}

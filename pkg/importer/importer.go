@@ -1,0 +1,88 @@
+// Package importer reads the live state of another store that serves the
+// etcd API, at one revision, for mvcc.Import: a kine database (SQLite, as
+// k3s keeps it in state.db, or PostgreSQL) read directly from its table,
+// or a running etcd read through the etcd API. Sources only read: a kine
+// database is opened read-only, in one read-only transaction.
+package importer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/tls"
+)
+
+// Sink receives a source's state: mvcc.Import is one.
+type Sink interface {
+	// Put takes the live keys in ascending key order, each once.
+	Put(kv *mvccpb.KeyValue) error
+	// Lease takes every lease the keys are attached to.
+	Lease(id, ttl int64) error
+}
+
+// Source is a store to import from.
+type Source interface {
+	// Read sends the state at one revision to sink and returns that
+	// revision and what was left out.
+	Read(ctx context.Context, sink Sink) (Summary, error)
+	// String names the source for people, without credentials.
+	String() string
+	Close() error
+}
+
+// Summary is what Read found beyond the keys it sent.
+type Summary struct {
+	// Rev is the source's revision: the imported store's.
+	Rev int64
+	// Skipped counts the rows or keys left out, by reason.
+	Skipped map[string]int64
+	// EndedLeases are leases keys were attached to at Rev that had ended
+	// by the time they were read (etcd): they are imported with the
+	// shortest TTL, so that the keys go soon after the server starts, as
+	// they went in the source.
+	EndedLeases int64
+}
+
+func (s *Summary) skip(reason string) {
+	if s.Skipped == nil {
+		s.Skipped = map[string]int64{}
+	}
+	s.Skipped[reason]++
+}
+
+// Options are how to reach a source.
+type Options struct {
+	// TLS is the client certificate and CA for an etcd source (https://, or
+	// etcd:// with a certificate or CA). A PostgreSQL source takes libpq's
+	// parameters in its URL (sslmode, sslrootcert, sslcert, sslkey).
+	TLS tls.Config
+}
+
+// Open names a source by URL:
+//   - sqlite://PATH or a path: a kine SQLite database (k3s's
+//     /var/lib/rancher/k3s/server/db/state.db); query parameters are
+//     ignored;
+//   - postgres://... or postgresql://...: a kine PostgreSQL database;
+//   - etcd://HOST:PORT, http://HOST:PORT, https://HOST:PORT: a running
+//     etcd (several endpoints separated by commas). etcd:// is https://
+//     when TLS files are given, http:// otherwise.
+func Open(ctx context.Context, from string, opts Options) (Source, error) {
+	scheme, rest, ok := strings.Cut(from, "://")
+	switch {
+	case from == "":
+		return nil, fmt.Errorf("import: no source")
+	case !ok:
+		return openKineSQLite(ctx, from)
+	case scheme == "sqlite":
+		path, _, _ := strings.Cut(rest, "?")
+		return openKineSQLite(ctx, path)
+	case scheme == "postgres", scheme == "postgresql":
+		return openKinePostgres(ctx, from)
+	case scheme == "etcd", scheme == "http", scheme == "https":
+		return openEtcd(ctx, from, opts)
+	}
+	return nil, fmt.Errorf("import: unknown source scheme %q (want sqlite://, postgres://, etcd://, http:// or https://)", scheme)
+}
