@@ -21,7 +21,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -139,17 +138,18 @@ type Config struct {
 
 // Server is a running QuantyKube.
 type Server struct {
-	cfg       Config
-	store     *mvcc.Store
-	grpc      *grpc.Server
-	lis       net.Listener
-	url       string
-	done      chan struct{}
-	serveErr  chan error
-	metrics   *http.Server
-	api       *apiagg.Server
-	closeOnce sync.Once
-	closeErr  error
+	cfg        Config
+	store      *mvcc.Store
+	grpc       *grpc.Server
+	lis        net.Listener
+	url        string
+	done       chan struct{}
+	serveErr   chan error
+	metrics    *http.Server
+	clientHTTP *http.Server // HTTP/1 on the client port (split.go)
+	api        *apiagg.Server
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // OpenStore opens the database cfg.Endpoint names, with cfg's pool, TLS
@@ -183,6 +183,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = GracefulStopTimeout
+	}
+	if cfg.EmulatedETCDVersion == "" {
+		cfg.EmulatedETCDVersion = server.Version
 	}
 	return cfg
 }
@@ -249,16 +252,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Done:                   s.done,
 	})
 	s.grpc = cfg.GRPCServer
+	grpcLis := lis
 	if s.grpc == nil {
+		// The port also answers HTTP/1 (split.go), so TLS ends at the
+		// listener, before the connection is handed to gRPC.
 		opts := append(rpc.GRPCOptions(),
 			// kube-apiserver pings every 30 s; etcd permits pings 5 s apart.
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
 		)
-		if tlsConf != nil {
-			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
-		}
 		s.grpc = grpc.NewServer(opts...)
+		split := newSplitListener(lis, tlsConf, cfg.Logger)
+		grpcLis = split.grpc
+		s.clientHTTP = &http.Server{Handler: s.clientHTTPHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
+		go s.clientHTTP.Serve(split.http)
 	}
 	rpc.Register(s.grpc)
 	hist := history.New(store)
@@ -300,7 +307,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.api = api
 	}
-	go func() { s.serveErr <- s.grpc.Serve(lis) }()
+	go func() { s.serveErr <- s.grpc.Serve(grpcLis) }()
 	cfg.Logger.Info("serving etcd v3 API", "listen", url, "endpoint", RedactEndpoint(cfg.Endpoint), "revision", store.Rev())
 	return s, nil
 }
@@ -353,6 +360,9 @@ func (s *Server) Close() error {
 		if s.metrics != nil {
 			s.metrics.Close()
 		}
+		if s.clientHTTP != nil {
+			s.clientHTTP.Close()
+		}
 		// The store finishes every request already queued before closing.
 		s.closeErr = s.store.Close()
 	})
@@ -363,6 +373,9 @@ func (s *Server) Close() error {
 func (s *Server) closeListeners() {
 	if s.metrics != nil {
 		s.metrics.Close()
+	}
+	if s.clientHTTP != nil {
+		s.clientHTTP.Close()
 	}
 	s.lis.Close()
 	s.store.Close()

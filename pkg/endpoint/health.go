@@ -146,3 +146,37 @@ func etcdHealthHandler(log *slog.Logger, checks []healthCheck) http.Handler {
 		json.NewEncoder(w).Encode(resp)
 	})
 }
+
+// clientHTTPHandler is what the client port answers over HTTP/1 (split.go),
+// as etcd's client port does: /version, etcd's /health, and /livez and
+// /readyz. Metrics stay on the metrics listener.
+func (s *Server) clientHTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	live, ready := s.healthChecks()
+	registerHealth(mux, s.cfg.Logger, live, ready)
+	mux.Handle("/version", versionHandler(s.cfg.EmulatedETCDVersion))
+	return mux
+}
+
+// versionHandler answers as etcd's /version: the server version, and the
+// cluster version as etcd derives it (major.minor.0).
+func versionHandler(version string) http.Handler {
+	cluster := version
+	if major, rest, ok := strings.Cut(version, "."); ok {
+		minor, _, _ := strings.Cut(rest, ".")
+		cluster = major + "." + minor + ".0"
+	}
+	body, _ := json.Marshal(struct {
+		Server  string `json:"etcdserver"`
+		Cluster string `json:"etcdcluster"`
+	}{version, cluster})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	})
+}
