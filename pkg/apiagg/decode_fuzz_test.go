@@ -1,12 +1,15 @@
 package apiagg
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"net/http/httptest"
 	"net/url"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
@@ -40,13 +43,59 @@ func FuzzQuery(f *testing.F) {
 		if len(req.Key) == 0 {
 			t.Fatalf("accepted a request without a key from %q", q)
 		}
-		b, err := proto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := decodeRequest(b)
-		if err != nil || !proto.Equal(again, req) {
-			t.Fatalf("re-decoding %v: %v %v", req, again, err)
-		}
+		wantRoundTrip(t, req)
 	})
+}
+
+// FuzzBody feeds any body through a write's (POST restores) decoding: it
+// never panics, refuses with a Status of 400 or 413, and accepts only a
+// Request with a key, whole (wantRoundTrip).
+func FuzzBody(f *testing.F) {
+	for _, r := range []*historypb.Request{
+		{Key: []byte("/registry/configmaps/ns/c"), Revision: 12},
+		{Key: []byte("/registry/secrets/ns/s"), UnixMs: 1700000000000},
+		{Key: []byte{0, 0xff}, RangeEnd: []byte{0}},
+		{Revision: 3},
+	} {
+		b, _ := proto.Marshal(r)
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	s := &Server{cfg: Config{MaxRequestBytes: DefaultMaxRequestBytes}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		req, err := s.body(w, httptest.NewRequest("POST", "/x", bytes.NewReader(body)))
+		if err != nil {
+			if req != nil {
+				t.Fatal("a request with an error")
+			}
+			var se *apierrors.StatusError
+			if !errors.As(err, &se) || (se.ErrStatus.Code != 400 && se.ErrStatus.Code != 413) {
+				t.Fatalf("refused with %v, want a Status of 400 or 413", err)
+			}
+			if len(body) > DefaultMaxRequestBytes && se.ErrStatus.Code != 413 {
+				t.Fatalf("a body of %d bytes refused with %v", len(body), err)
+			}
+			return
+		}
+		if len(req.Key) == 0 || len(body) > DefaultMaxRequestBytes {
+			t.Fatalf("accepted %v from %d bytes", req, len(body))
+		}
+		wantRoundTrip(t, req)
+	})
+}
+
+// wantRoundTrip checks that a request decoding accepted encodes to a
+// message that decodes to the same request.
+func wantRoundTrip(t *testing.T, req *historypb.Request) {
+	t.Helper()
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := decodeRequest(b)
+	if err != nil || !proto.Equal(again, req) {
+		t.Fatalf("re-decoding %v: %v %v", req, again, err)
+	}
 }

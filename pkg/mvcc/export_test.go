@@ -20,3 +20,8 @@ func (s *Store) FailCommitOutcome() {
 		b.uncertain = true
 	}
 }
+
+// EtcdContains is etcd's rule for a key in [key, range_end), stated
+// directly (keyrange_fuzz_test.go), for the fuzz targets outside the
+// package.
+var EtcdContains = etcdContains

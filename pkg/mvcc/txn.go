@@ -278,7 +278,8 @@ func compareKV(c *pb.Compare, kv *mvccpb.KeyValue) bool {
 	case pb.Compare_LESS:
 		return r < 0
 	}
-	return false
+	// A result etcd does not know holds, as in etcd's compareKV.
+	return true
 }
 
 // check refuses, before anything is written, what etcd refuses at apply
@@ -405,7 +406,9 @@ func (b *batch) exec(c *change, p *plan) (*pb.TxnResponse, error) {
 				r.ResponseTxn, err = b.exec(c, np)
 			}
 			if err == nil {
-				r.ResponseTxn.Header = &pb.ResponseHeader{Revision: c.headerRev(b.rev)}
+				// etcd gives a nested transaction's answer a header of
+				// its own but leaves it empty (newTxnResp).
+				r.ResponseTxn.Header = &pb.ResponseHeader{}
 			}
 			out.Response = r
 		}

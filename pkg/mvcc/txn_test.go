@@ -248,7 +248,11 @@ func TestCompareKV(t *testing.T) {
 		{"no union compares as zero", &pb.Compare{Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL}, &mvccpb.KeyValue{}, true},
 		{"missing value equals an empty one", &pb.Compare{Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL}, &mvccpb.KeyValue{Value: []byte{}}, true},
 		{"a missing key has version 0", &pb.Compare{Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Version{Version: 0}}, &mvccpb.KeyValue{}, true},
-		{"unknown result never holds", &pb.Compare{Target: pb.Compare_VERSION, Result: 9, TargetUnion: &pb.Compare_Version{Version: 4}}, kv, false},
+		// etcd's compareKV lets a result it does not know hold, and
+		// compares a target it does not know as equal.
+		{"unknown result holds", &pb.Compare{Target: pb.Compare_VERSION, Result: 9, TargetUnion: &pb.Compare_Version{Version: 4}}, kv, true},
+		{"unknown target is equal", &pb.Compare{Target: 9, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Version{Version: 4}}, kv, true},
+		{"unknown target is not greater", &pb.Compare{Target: 9, Result: pb.Compare_GREATER, TargetUnion: &pb.Compare_Version{Version: 4}}, kv, false},
 	} {
 		if got := compareKV(tc.c, tc.kv); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)

@@ -235,10 +235,17 @@ func (b *batch) apply(r *writeReq) (writeResult, error) {
 
 // compactTo moves Compact's floor (committed with the batch).
 func (b *batch) compactTo(rev int64) error {
+	floor := b.floor()
 	switch {
 	case rev > b.rev:
 		return ErrFutureRev
-	case rev <= b.floor():
+	case rev == 0 && floor == 0:
+		// etcd's floor starts below 0 and Compact(0) succeeds, once; here
+		// 0 is both "never compacted" and "compacted at 0", so every
+		// Compact(0) before the first real one succeeds and changes
+		// nothing.
+		return nil
+	case rev <= floor:
 		return ErrCompacted
 	}
 	b.compact = rev

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -31,9 +30,6 @@ const rangeStreamChunk = 1 << 20
 // header, more and count on the last, so that merging them gives Range's
 // answer.
 func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
-	if proto.Size(r) > k.s.cfg.MaxRequestBytes {
-		return rpctypes.ErrGRPCRequestTooLarge
-	}
 	res, err := k.s.store.Range(stream.Context(), r)
 	if err != nil {
 		return toGRPC(err)
@@ -62,6 +58,9 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := mvcc.CheckPut(r); err != nil {
 		return nil, toGRPC(err)
 	}
+	if err := k.s.checkSize(r); err != nil {
+		return nil, err
+	}
 	resp, err := k.s.store.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: r}}}})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -74,6 +73,9 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	if len(r.Key) == 0 {
 		return nil, toGRPC(mvcc.ErrEmptyKey)
+	}
+	if err := k.s.checkSize(r); err != nil {
+		return nil, err
 	}
 	resp, err := k.s.store.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: r}}}})
 	if err != nil {
@@ -88,6 +90,11 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	// Refuse malformed transactions before they reach the writer's queue.
 	if err := mvcc.CheckTxn(r, mvcc.MaxTxnOps); err != nil {
 		return nil, toGRPC(err)
+	}
+	if !readOnly(r) {
+		if err := k.s.checkSize(r); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := k.s.store.Txn(ctx, r)
 	if err != nil {

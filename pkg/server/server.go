@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -85,7 +86,7 @@ func (s *Server) Register(g *grpc.Server) {
 func (s *Server) GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		// etcd adds the same 512 KiB of headroom for gRPC framing; the
-		// exact limit is enforced by the interceptor with etcd's error.
+		// interceptor enforces etcd's exact limit with etcd's error.
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + 512*1024),
 		grpc.MaxSendMsgSize(1<<31 - 1),
 		grpc.MaxConcurrentStreams(1<<32 - 1),
@@ -93,11 +94,44 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 	}
 }
 
+// sizeInterceptor bounds the requests of QuantyKube's own services
+// (History) by their size. The etcd services bound theirs as etcd does,
+// after their other checks (checkSize).
 func (s *Server) sizeInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if m, ok := req.(proto.Message); ok && proto.Size(m) > s.cfg.MaxRequestBytes {
+	if m, ok := req.(proto.Message); ok && m.ProtoReflect().Descriptor().ParentFile().Package() != "etcdserverpb" && proto.Size(m) > s.cfg.MaxRequestBytes {
 		return nil, rpctypes.ErrGRPCRequestTooLarge
 	}
 	return handler(ctx, req)
+}
+
+// checkSize refuses a write over --max-request-bytes as etcd does: etcd
+// bounds the raft log entry it makes of the request, the request wrapped
+// with a header, not the request itself. What etcd answers without its log
+// (reads, read-only transactions) it does not bound beyond gRPC's limit.
+func (s *Server) checkSize(m proto.Message) error {
+	// The entry holds m as a field numbered below 16 and a header (field
+	// 100) holding the request ID, which etcd makes of the low 16 bits of
+	// its member ID above 48 bits of time (idutil.Generator).
+	n := proto.Size(m)
+	id := uint64(uint16(s.store.MemberID()))<<48 | (1<<48 - 1)
+	header := protowire.SizeTag(1) + protowire.SizeVarint(id)
+	if protowire.SizeTag(100)+protowire.SizeBytes(header)+protowire.SizeTag(4)+protowire.SizeBytes(n) > s.cfg.MaxRequestBytes {
+		return rpctypes.ErrGRPCRequestTooLarge
+	}
+	return nil
+}
+
+// readOnly reports whether a transaction only reads, as etcd's
+// IsTxnReadonly does: every operation of both branches a Range.
+func readOnly(r *pb.TxnRequest) bool {
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if op.GetRequestRange() == nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (s *Server) header(rev int64) *pb.ResponseHeader {

@@ -178,6 +178,33 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 	if cr == nil {
 		return nil
 	}
+	w, refused := st.newWatcher(cr, rev)
+	if refused != "" {
+		// etcd answers a create it refuses with clientv3.InvalidWatchID, so
+		// the answer names no watch of the stream: a live watch whose ID
+		// was asked for again keeps running.
+		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: -1, Created: true, Canceled: true, CancelReason: refused})
+	}
+	if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Created: true}); err != nil {
+		return err
+	}
+	if floor := st.s.store.Floor(); cr.StartRevision > 0 && cr.StartRevision < floor {
+		// The history it asks for is below the floor the etcd API shows.
+		return st.send(st.compacted(w.id, floor))
+	}
+	st.watchers[w.id] = w
+	metrics.Watchers.Inc()
+	return nil
+}
+
+// newWatcher makes the watcher cr asks for, or returns why etcd refuses it,
+// checked in etcd's order (recvLoop, then watchStream.Watch): a negative
+// start revision, an empty range, an explicit ID already in use. Only a
+// watcher that is made takes an ID from the stream's counter.
+func (st *watchStream) newWatcher(cr *pb.WatchCreateRequest, rev int64) (*watcher, string) {
+	if cr.StartRevision < 0 {
+		return nil, rpctypes.ErrCompacted.Error()
+	}
 	key := cr.Key
 	if len(key) == 0 {
 		key = []byte{0} // the smallest key, as etcd reads an empty one
@@ -189,6 +216,12 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 		progress: cr.ProgressNotify,
 		fragment: cr.Fragment,
 	}
+	if w.kr.Empty() {
+		return nil, "mvcc: watcher range is empty"
+	}
+	if cr.WatchId != 0 && st.watchers[cr.WatchId] != nil {
+		return nil, "mvcc: duplicate watch ID provided on the WatchStream"
+	}
 	for _, f := range cr.Filters {
 		switch f {
 		case pb.WatchCreateRequest_NOPUT:
@@ -197,35 +230,18 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 			w.noDelete = true
 		}
 	}
-	if w.next <= 0 {
+	if w.next == 0 {
 		w.next = rev + 1
 	}
-	id := cr.WatchId
-	if id == 0 { // clientv3.AutoWatchID
+	w.id = cr.WatchId
+	if w.id == 0 { // clientv3.AutoWatchID
 		for st.watchers[st.nextID] != nil {
 			st.nextID++
 		}
-		id = st.nextID
+		w.id = st.nextID
 		st.nextID++
-	} else if st.watchers[id] != nil {
-		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true, Canceled: true,
-			CancelReason: "mvcc: duplicate watch ID provided on the WatchStream"})
 	}
-	w.id = id
-	if w.kr.Empty() {
-		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true, Canceled: true,
-			CancelReason: "mvcc: watcher range is empty"})
-	}
-	if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Created: true}); err != nil {
-		return err
-	}
-	if floor := st.s.store.Floor(); cr.StartRevision > 0 && cr.StartRevision < floor {
-		// The history it asks for is below the floor the etcd API shows.
-		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true, CompactRevision: floor})
-	}
-	st.watchers[id] = w
-	metrics.Watchers.Inc()
-	return nil
+	return w, ""
 }
 
 // deliver sends each watcher one step of the events it has not seen, up to
@@ -241,7 +257,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		var below *mvcc.BelowFloorError
 		if errors.As(err, &below) {
 			st.remove(w.id)
-			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: below.Floor}); err != nil {
+			if err := st.send(st.compacted(w.id, below.Floor)); err != nil {
 				return false, err
 			}
 			continue
@@ -253,12 +269,12 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		// now past where this watcher stands, the read may have missed some.
 		if w.next < st.s.store.RetainFloor() {
 			st.remove(w.id)
-			if err := st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Canceled: true, CompactRevision: st.s.store.Floor()}); err != nil {
+			if err := st.send(st.compacted(w.id, st.s.store.Floor())); err != nil {
 				return false, err
 			}
 			continue
 		}
-		if err := st.sendEvents(w, evs, to); err != nil {
+		if err := st.sendEvents(w, evs, rev); err != nil {
 			return false, err
 		}
 		w.next = to + 1
@@ -269,10 +285,20 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 	return behind, nil
 }
 
-func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, upto int64) error {
+// compacted cancels watch id because the history it needs is below floor.
+// Its header carries revision 0, as etcd's does: etcd's watcher group
+// sends this answer without a revision.
+func (st *watchStream) compacted(id, floor int64) *pb.WatchResponse {
+	return &pb.WatchResponse{Header: st.s.header(0), WatchId: id, Canceled: true, CompactRevision: floor}
+}
+
+// sendEvents sends w the events of one step, all read at or below the
+// store's revision rev, which every response's header carries, as etcd's
+// do: a header never goes backwards, however far behind the watcher is.
+func (st *watchStream) sendEvents(w *watcher, evs []*mvcc.Event, rev int64) error {
 	out := w.toSend(evs, st.s.store.Floor())
 	for len(out) > 0 {
-		n, rev := nextResponse(out, upto, maxEventsPerResp)
+		n := nextResponse(out, maxEventsPerResp)
 		if err := st.sendFragmented(w, &pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Events: out[:n]}); err != nil {
 			return err
 		}
@@ -301,21 +327,15 @@ func (w *watcher) toSend(evs []*mvcc.Event, floor int64) []*mvccpb.Event {
 	return out
 }
 
-// nextResponse is how many of evs (in revision order, none after upto) the
-// next response carries, and the revision its header reports: upto for the
-// last response of a step, else its last event's revision, which is all
-// the watcher has been sent.
-func nextResponse(evs []*mvccpb.Event, upto int64, maxEvents int) (n int, rev int64) {
-	n = min(len(evs), maxEvents)
-	// Never split one revision across responses: clients treat a
-	// response as a unit of progress.
+// nextResponse is how many of evs (in revision order) the next response
+// carries: up to maxEvents, but never part of a revision, since clients
+// treat a response as a unit of progress.
+func nextResponse(evs []*mvccpb.Event, maxEvents int) int {
+	n := min(len(evs), maxEvents)
 	for n < len(evs) && evs[n].Kv.ModRevision == evs[n-1].Kv.ModRevision {
 		n++
 	}
-	if n < len(evs) {
-		return n, evs[n-1].Kv.ModRevision
-	}
-	return n, upto
+	return n
 }
 
 // sendFragmented splits a response of the request limit or more into

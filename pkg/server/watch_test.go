@@ -17,12 +17,18 @@ import (
 // method panics on the nil embedded Backend.
 type fakeBackend struct {
 	mvcc.Backend
+	member             uint64 // 0: 0xe1
 	floor, retainFloor int64
 	events             func(from, to int64) ([]*mvcc.Event, error)
 }
 
-func (f *fakeBackend) ClusterID() uint64  { return 0xc1 }
-func (f *fakeBackend) MemberID() uint64   { return 0xe1 }
+func (f *fakeBackend) ClusterID() uint64 { return 0xc1 }
+func (f *fakeBackend) MemberID() uint64 {
+	if f.member == 0 {
+		return 0xe1
+	}
+	return f.member
+}
 func (f *fakeBackend) Floor() int64       { return f.floor }
 func (f *fakeBackend) RetainFloor() int64 { return f.retainFloor }
 func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, error) {
@@ -115,44 +121,34 @@ func TestWatcherToSend(t *testing.T) {
 }
 
 func TestNextResponse(t *testing.T) {
-	type resp struct {
-		n   int
-		rev int64
-	}
 	for _, tc := range []struct {
 		name string
 		revs []int64
-		upto int64
 		max  int
-		want []resp
+		want []int // events per response
 	}{
-		{name: "one response reports upto", revs: []int64{3, 4, 5}, upto: 9, max: 1000, want: []resp{{3, 9}}},
-		{name: "split at the limit", revs: []int64{3, 4, 5}, upto: 5, max: 2, want: []resp{{2, 4}, {1, 5}}},
-		{name: "one per response", revs: []int64{2, 3}, upto: 7, max: 1, want: []resp{{1, 2}, {1, 7}}},
-		{name: "a revision is never split", revs: []int64{2, 2, 3, 3, 3, 4}, upto: 10, max: 2, want: []resp{{2, 2}, {3, 3}, {1, 10}}},
-		{name: "one revision over the limit goes whole", revs: []int64{2, 2, 2, 2}, upto: 2, max: 1, want: []resp{{4, 2}}},
-		{name: "the last revision runs to the end", revs: []int64{5, 6, 6}, upto: 8, max: 2, want: []resp{{3, 8}}},
+		{name: "all in one", revs: []int64{3, 4, 5}, max: 1000, want: []int{3}},
+		{name: "split at the limit", revs: []int64{3, 4, 5}, max: 2, want: []int{2, 1}},
+		{name: "one per response", revs: []int64{2, 3}, max: 1, want: []int{1, 1}},
+		{name: "a revision is never split", revs: []int64{2, 2, 3, 3, 3, 4}, max: 2, want: []int{2, 3, 1}},
+		{name: "one revision over the limit goes whole", revs: []int64{2, 2, 2, 2}, max: 1, want: []int{4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			evs := make([]*mvccpb.Event, len(tc.revs))
 			for i, r := range tc.revs {
 				evs[i] = &mvccpb.Event{Kv: kv(fmt.Sprint(i), r, "")}
 			}
-			var got []resp
+			var got []int
 			for rest := evs; len(rest) > 0; {
-				n, rev := nextResponse(rest, tc.upto, tc.max)
+				n := nextResponse(rest, tc.max)
 				if n < 1 || n > len(rest) {
 					t.Fatalf("nextResponse took %d of %d events", n, len(rest))
 				}
-				// A header never claims an event it does not carry.
-				if rev < rest[n-1].Kv.ModRevision || (n < len(rest) && rev >= rest[n].Kv.ModRevision) {
-					t.Fatalf("header %d for events up to %d", rev, rest[n-1].Kv.ModRevision)
-				}
-				got = append(got, resp{n, rev})
+				got = append(got, n)
 				rest = rest[n:]
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("responses (events, header) %v, want %v", got, tc.want)
+				t.Fatalf("responses of %v events, want %v", got, tc.want)
 			}
 		})
 	}
@@ -275,20 +271,23 @@ func TestSendEvents(t *testing.T) {
 		name     string
 		w        watcher
 		evs      []*mvcc.Event
-		upto     int64
+		rev      int64
 		maxBytes int
 		want     string
 	}{
-		{name: "nothing to send", w: watcher{id: 1, noPut: true}, evs: big, upto: 6, want: ""},
-		{name: "one response", w: watcher{id: 1}, evs: big, upto: 9, want: "9:3"},
-		{name: "over maxEventsPerResp, split between revisions", w: watcher{id: 2}, evs: many, upto: 500, want: "343:1002 500:198"},
-		{name: "large, not asked to fragment", w: watcher{id: 3}, evs: big, upto: 6, maxBytes: 500, want: "6:3"},
-		{name: "large, fragmented", w: watcher{id: 4, fragment: true}, evs: big, upto: 6, maxBytes: 500, want: "6:1f 6:1f 6:1"},
-		{name: "asked to fragment, fits", w: watcher{id: 5, fragment: true}, evs: big, upto: 6, maxBytes: 1 << 20, want: "6:3"},
+		{name: "nothing to send", w: watcher{id: 1, noPut: true}, evs: big, rev: 6, want: ""},
+		{name: "one response", w: watcher{id: 1}, evs: big, rev: 9, want: "9:3"},
+		// Every header carries the store's revision, as etcd's do while a
+		// watcher catches up, never the last event's: headers never go
+		// backwards from one step to the next.
+		{name: "over maxEventsPerResp, split between revisions", w: watcher{id: 2}, evs: many, rev: 900, want: "900:1002 900:198"},
+		{name: "large, not asked to fragment", w: watcher{id: 3}, evs: big, rev: 6, maxBytes: 500, want: "6:3"},
+		{name: "large, fragmented", w: watcher{id: 4, fragment: true}, evs: big, rev: 7, maxBytes: 500, want: "7:1f 7:1f 7:1"},
+		{name: "asked to fragment, fits", w: watcher{id: 5, fragment: true}, evs: big, rev: 6, maxBytes: 1 << 20, want: "6:3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, cs := newTestStream(&fakeBackend{}, tc.maxBytes)
-			if err := st.sendEvents(&tc.w, tc.evs, tc.upto); err != nil {
+			if err := st.sendEvents(&tc.w, tc.evs, tc.rev); err != nil {
 				t.Fatal(err)
 			}
 			if got := sent(t, cs.sent, tc.w.id); got != tc.want {
@@ -332,9 +331,86 @@ func TestDeliverCancelsBelowFloor(t *testing.T) {
 				t.Fatalf("sent %v, watchers %v", cs.sent, st.watchers)
 			}
 			got := cs.sent[0]
-			if got.Header.Revision != 12 || got.WatchId != tc.want.WatchId || !got.Canceled || got.CompactRevision != tc.want.CompactRevision || len(got.Events) != 0 {
-				t.Fatalf("sent %v, want %v at revision 12", got, tc.want)
+			// etcd sends this answer with revision 0 in its header.
+			if got.Header.Revision != 0 || got.WatchId != tc.want.WatchId || !got.Canceled || got.CompactRevision != tc.want.CompactRevision || len(got.Events) != 0 {
+				t.Fatalf("sent %v, want %v at revision 0", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCreate follows etcd v3.6.16's recvLoop and watchStream.Watch: a create
+// etcd refuses is answered created and canceled with watch ID -1, takes no
+// ID, and leaves the stream's watches as they were.
+func TestCreate(t *testing.T) {
+	st, cs := newTestStream(&fakeBackend{floor: 4}, 0)
+	const rev = 10
+	for i, tc := range []struct {
+		req  *pb.WatchCreateRequest
+		want string // id, then canceled and the reason or compact revision
+	}{
+		{&pb.WatchCreateRequest{Key: []byte("a")}, "0"},
+		{&pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte("a")}, "-1 canceled mvcc: watcher range is empty"},
+		{&pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte("b")}, "-1 canceled mvcc: watcher range is empty"},
+		{&pb.WatchCreateRequest{Key: []byte("a")}, "1"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 1}, "-1 canceled mvcc: duplicate watch ID provided on the WatchStream"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: -1}, "-1 canceled etcdserver: mvcc: required revision has been compacted"},
+		// Checked before the range, as etcd's recvLoop does.
+		{&pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte("a"), StartRevision: -5}, "-1 canceled etcdserver: mvcc: required revision has been compacted"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 5}, "5"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte{0}}, "2"},
+		{&pb.WatchCreateRequest{RangeEnd: []byte{0}}, "3"},
+		{&pb.WatchCreateRequest{Key: []byte("z")}, "4"},
+		{&pb.WatchCreateRequest{Key: []byte("z")}, "6"}, // 5 is taken
+		// Below the floor: created, then canceled on its own ID, not kept.
+		{&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 3}, "7 / 7 canceled compact 4"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 4}, "8"},
+	} {
+		cs.sent = nil
+		if err := st.create(tc.req, rev); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range cs.sent {
+			// etcd's compaction answer carries revision 0, every other the
+			// store's.
+			want := int64(rev)
+			if r.CompactRevision != 0 {
+				want = 0
+			}
+			if r.Header.Revision != want {
+				t.Fatalf("create %d: header revision %d, want %d", i, r.Header.Revision, want)
+			}
+			s := fmt.Sprint(r.WatchId)
+			if r.Canceled {
+				s += " canceled"
+			}
+			if r.CancelReason != "" {
+				s += " " + r.CancelReason
+			}
+			if r.CompactRevision != 0 {
+				s += fmt.Sprintf(" compact %d", r.CompactRevision)
+			}
+			if r.Created != (len(got) == 0) || len(r.Events) != 0 {
+				t.Fatalf("create %d: response %d: %v", i, len(got), r)
+			}
+			got = append(got, s)
+		}
+		if g := strings.Join(got, " / "); g != tc.want {
+			t.Fatalf("create %d (%v): answered %q, want %q", i, tc.req, g, tc.want)
+		}
+	}
+	var ids []int64
+	for _, w := range st.sorted() {
+		ids = append(ids, w.id)
+	}
+	if fmt.Sprint(ids) != "[0 1 2 3 4 5 6 8]" {
+		t.Fatalf("live watches %v", ids)
+	}
+	if w := st.watchers[8]; w.next != 4 {
+		t.Fatalf("watch 8 starts at %d", w.next)
+	}
+	if w := st.watchers[0]; w.next != rev+1 {
+		t.Fatalf("watch 0 starts at %d, want the next revision", w.next)
 	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	qtls "github.com/quantyroot/quantykube/pkg/tls"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -53,6 +55,34 @@ type Options struct {
 	// Host is the address QuantyKube processes listen on (default
 	// 127.0.0.1).
 	Host string
+	// Env is added to the environment of QuantyKube processes.
+	Env []string
+	// Endpoint, when set, rewrites the database endpoint every replica
+	// serves: a SQLite file in another directory (a test file system), a
+	// PostgreSQL server reached through a proxy. The database itself is
+	// made and dropped where the framework made it.
+	Endpoint func(endpoint string) string
+	// TLS serves every backend over TLS with client certificates
+	// required, as etcd's --client-cert-auth; the framework's clients
+	// present TLS's client certificate.
+	TLS *TLSFiles
+}
+
+// TLSFiles are the certificates of a TLS target (NewCA and Issue make them).
+type TLSFiles struct {
+	// CAFile signs the server's certificate and the client certificates
+	// the server accepts.
+	CAFile                string
+	CertFile, KeyFile     string // the server's, for 127.0.0.1
+	ClientCert, ClientKey string // the framework's clients'
+}
+
+// ClientConfig is the TLS configuration of the framework's clients.
+func (f *TLSFiles) ClientConfig() (*tls.Config, error) {
+	if f == nil {
+		return nil, nil
+	}
+	return qtls.Config{CAFile: f.CAFile, CertFile: f.ClientCert, KeyFile: f.ClientKey}.ClientConfig()
 }
 
 // Target is a server under test across its restarts: one or more replicas
@@ -61,6 +91,7 @@ type Options struct {
 type Target struct {
 	backend Backend
 	dsn     string // QuantyKube: the database every replica serves
+	tls     *tls.Config
 	members []*member
 }
 
@@ -70,6 +101,10 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 	t.Helper()
 	Require(t, b)
 	x := &Target{backend: b}
+	var err error
+	if x.tls, err = o.TLS.ClientConfig(); err != nil {
+		t.Fatalf("framework: TLS: %v", err)
+	}
 	dir := t.TempDir()
 	n := 1
 	switch b {
@@ -84,7 +119,10 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 			n = o.Replicas
 		}
 	case Etcd:
-		x.members = []*member{newEtcdMember(t, dir, o)}
+		x.members = []*member{newEtcdMember(t, dir, o, x.tls)}
+	}
+	if o.Endpoint != nil && b.IsQuantyKube() {
+		x.dsn = o.Endpoint(x.dsn)
 	}
 	if b.IsQuantyKube() {
 		if o.Replicas > 1 && !(b == Postgres && o.Process) {
@@ -95,7 +133,7 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 			if n > 1 {
 				name = fmt.Sprintf("replica-%d", i)
 			}
-			x.members = append(x.members, newQuantyMember(t, name, x.dsn, o))
+			x.members = append(x.members, newQuantyMember(t, name, x.dsn, o, x.tls))
 		}
 	}
 	t.Cleanup(func() {
@@ -180,7 +218,7 @@ func (x *Target) Client(t testing.TB) *clientv3.Client { return x.ReplicaClient(
 // may change.
 func (x *Target) ReplicaClient(t testing.TB, i int) *clientv3.Client {
 	t.Helper()
-	cli, err := NewClient(x.members[i].url)
+	cli, err := newClient(x.tls, x.members[i].url)
 	if err != nil {
 		t.Fatalf("client of %s: %v", x.members[i].name, err)
 	}
@@ -189,14 +227,35 @@ func (x *Target) ReplicaClient(t testing.TB, i int) *clientv3.Client {
 }
 
 // NewClient is an etcd client of urls with the framework's timeouts.
-func NewClient(urls ...string) (*clientv3.Client, error) {
+func NewClient(urls ...string) (*clientv3.Client, error) { return newClient(nil, urls...) }
+
+// NewTLSClient is NewClient with a TLS configuration (nil: none).
+func NewTLSClient(tc *tls.Config, urls ...string) (*clientv3.Client, error) {
+	return newClient(tc, urls...)
+}
+
+func newClient(tc *tls.Config, urls ...string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:            urls,
+		TLS:                  tc,
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 	})
+}
+
+// ClientTLS is the TLS configuration the target's clients need (nil for a
+// plain target).
+func (x *Target) ClientTLS() *tls.Config { return x.tls }
+
+// PID is the process ID of replica i (0 for an in-process server or a
+// stopped one).
+func (x *Target) PID(i int) int {
+	if m := x.members[i]; m.running() {
+		return m.cmd.Process.Pid
+	}
+	return 0
 }
 
 // Start starts every stopped replica on the same data, each on its
@@ -288,20 +347,29 @@ type member struct {
 	wrap   []string
 	host   string
 	argv   func(addr string) []string
+	env    []string
+	scheme string // of the client URL: http or https
+	tls    *tls.Config
 	fresh  func()
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // Wait's result, once exited is closed
 }
 
-func newQuantyMember(t testing.TB, name, dsn string, o Options) *member {
-	m := &member{name: name, log: &LogBuffer{}}
+func newQuantyMember(t testing.TB, name, dsn string, o Options, tc *tls.Config) *member {
+	m := &member{name: name, log: &LogBuffer{}, scheme: "http", tls: tc}
+	if o.TLS != nil {
+		m.scheme = "https"
+	}
 	if !o.Process {
 		cfg := endpoint.Config{
 			Listener:       "127.0.0.1:0",
 			Endpoint:       dsn,
 			NotifyInterval: o.ProgressNotifyInterval,
 			Logger:         slog.New(slog.NewTextHandler(m.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		}
+		if o.TLS != nil {
+			cfg.ServerTLSConfig = qtls.Config{CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile, TrustedCAFile: o.TLS.CAFile}
 		}
 		if o.Config != nil {
 			o.Config(&cfg)
@@ -317,22 +385,29 @@ func newQuantyMember(t testing.TB, name, dsn string, o Options) *member {
 	if o.Netns != "" {
 		m.wrap = []string{"ip", "netns", "exec", o.Netns}
 	}
+	m.env = o.Env
 	m.argv = func(addr string) []string {
 		args := []string{"serve", "--listen-address", addr, "--endpoint", dsn}
 		if o.ProgressNotifyInterval > 0 {
 			args = append(args, "--watch-progress-notify-interval", o.ProgressNotifyInterval.String())
+		}
+		if o.TLS != nil {
+			args = append(args, "--cert-file", o.TLS.CertFile, "--key-file", o.TLS.KeyFile, "--trusted-ca-file", o.TLS.CAFile, "--client-cert-auth")
 		}
 		return append(args, o.Args...)
 	}
 	return m
 }
 
-func newEtcdMember(t testing.TB, dir string, o Options) *member {
+func newEtcdMember(t testing.TB, dir string, o Options, tc *tls.Config) *member {
 	bin, err := etcdBinary()
 	if err != nil {
 		Unavailable(t, "etcd", err)
 	}
-	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin}
+	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin, scheme: "http", tls: tc}
+	if o.TLS != nil {
+		m.scheme = "https"
+	}
 	var peer string
 	m.fresh = func() { peer = freeAddr() }
 	m.fresh()
@@ -341,8 +416,8 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 		progress = 10 * time.Minute
 	}
 	m.argv = func(addr string) []string {
-		curl, purl := "http://"+addr, "http://"+peer
-		return []string{
+		curl, purl := m.scheme+"://"+addr, "http://"+peer
+		args := []string{
 			"--name", "default",
 			"--data-dir", filepath.Join(dir, "etcd"),
 			"--listen-client-urls", curl,
@@ -355,6 +430,10 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 			"--unsafe-no-fsync",
 			"--log-level", "warn",
 		}
+		if o.TLS != nil {
+			args = append(args, "--cert-file", o.TLS.CertFile, "--key-file", o.TLS.KeyFile, "--trusted-ca-file", o.TLS.CAFile, "--client-cert-auth")
+		}
+		return args
 	}
 	return m
 }
@@ -445,19 +524,22 @@ func (m *member) startProcess() error {
 	// `ip netns exec` execs the server in its place: the pid is the server's.
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = m.log, m.log
+	if len(m.env) > 0 {
+		cmd.Env = append(os.Environ(), m.env...)
+	}
 	// A test binary killed by its timeout must not leave servers behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", m.bin, err)
 	}
-	m.cmd, m.exited, m.url = cmd, make(chan struct{}), "http://"+m.addr
+	m.cmd, m.exited, m.url = cmd, make(chan struct{}), m.scheme+"://"+m.addr
 	go func(done chan struct{}) { m.err = cmd.Wait(); close(done) }(m.exited)
 	return m.waitReady()
 }
 
 // waitReady waits until the member answers a Status call.
 func (m *member) waitReady() error {
-	cli, err := NewClient(m.url)
+	cli, err := newClient(m.tls, m.url)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,107 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+// FuzzRequest decodes any bytes as a History request and sends it to Log
+// and Get: nothing panics; a request refused is refused with
+// InvalidArgument before the store is asked anything; a Log request
+// accepted reaches the store as its key range, a limit within bounds and
+// the position its continue token names.
+func FuzzRequest(f *testing.F) {
+	for _, r := range []*historypb.Request{
+		{Key: []byte("/registry/pods/ns/a")},
+		{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Limit: 10, Continue: "7.2"},
+		{Key: []byte{0}, RangeEnd: []byte{0}, Revision: 5},
+		{Key: []byte("k"), UnixMs: 1700000000000},
+		{Key: []byte("k"), Revision: 3, UnixMs: 5},
+		{Key: []byte("k"), Limit: -1},
+		{Key: []byte("k"), Limit: 1 << 40},
+		{Key: []byte("k"), Continue: "0.0"},
+		{Key: []byte("b"), RangeEnd: []byte("a")},
+		{},
+	} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := &historypb.Request{}
+		if proto.Unmarshal(b, r) != nil {
+			return
+		}
+		st := &fakeStore{rev: 100, atRev: 50, first: 60, firstOK: true}
+		s := New(st)
+		_, err := s.Log(context.Background(), r)
+		if err != nil {
+			if c := status.Code(err); c != codes.InvalidArgument {
+				t.Fatalf("Log %v: %v, want InvalidArgument", r, err)
+			}
+			if len(st.calls) != 0 {
+				t.Fatalf("Log %v was refused (%v) after asking the store %q", r, err, st.calls)
+			}
+		} else {
+			q := st.query
+			if len(r.Key) == 0 || r.Limit < 0 || (r.Revision != 0 && r.UnixMs != 0) || r.Revision < 0 || r.UnixMs < 0 {
+				t.Fatalf("Log accepted %v", r)
+			}
+			want := mvcc.NewKeyRange(r.Key, r.RangeEnd)
+			if !bytes.Equal(q.Range.Key, want.Key) || !bytes.Equal(q.Range.End, want.End) || q.Range.Unbounded != want.Unbounded {
+				t.Fatalf("Log %v read the range %+v, want %+v", r, q.Range, want)
+			}
+			if q.Limit < 1 || q.Limit > MaxLogLimit || (r.Limit > 0 && int64(q.Limit) != min(r.Limit, MaxLogLimit)) {
+				t.Fatalf("Log %v read with limit %d", r, q.Limit)
+			}
+			if after, err := parseContinue(r.Continue); err != nil || after != q.After {
+				t.Fatalf("Log %v read after %+v, its token names %+v (%v)", r, q.After, after, err)
+			}
+		}
+		st.calls = nil
+		if _, err := s.Get(context.Background(), r); err != nil && status.Code(err) == codes.InvalidArgument && len(st.calls) != 0 {
+			t.Fatalf("Get %v was refused (%v) after asking the store %q", r, err, st.calls)
+		}
+	})
+}
+
+// FuzzContinue: any token parses or is refused without panicking, and one
+// that parses names a position the server writes back the same way.
+func FuzzContinue(f *testing.F) {
+	for _, tok := range []string{"", "1.0", "7.2", "0.0", "-1.3", "1.-1", "9223372036854775807.9223372036854775807", "1", "a.b", "1.2.3", "01.2", "+1.2"} {
+		f.Add(tok)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		c, err := parseContinue(tok)
+		if err != nil {
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("%q: %v", tok, err)
+			}
+			return
+		}
+		if tok == "" {
+			if c != (mvcc.LogCursor{}) {
+				t.Fatalf("empty token read as %+v", c)
+			}
+			return
+		}
+		if c.Rev < 1 || c.Sub < 0 {
+			t.Fatalf("%q read as %+v", tok, c)
+		}
+		again, err := parseContinue(formatContinue(c))
+		if err != nil || again != c {
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v (%v)", tok, c, formatContinue(c), again, err)
+		}
+	})
+}

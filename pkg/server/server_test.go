@@ -1,0 +1,64 @@
+package server
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestCheckSize holds checkSize to etcd's own rule: a write is refused when
+// the InternalRaftRequest etcd makes of it (etcdserver's
+// processInternalRaftRequestOnce), with a request ID from etcd's
+// idutil.Generator for the member, is over the limit.
+func TestCheckSize(t *testing.T) {
+	const limit = DefaultMaxRequestBytes
+	ms := uint64(time.Now().UnixMilli())
+	for _, member := range []uint64{0x10000, 0x1, 0xe1, 0x1234, 0x7fff, 0x8000, 0xabcdef12345fffff} {
+		s := New(Config{Backend: &fakeBackend{member: member}})
+		// etcd's generator: the member's low 16 bits, then 40 bits of the
+		// time in milliseconds, then a counter of 8 bits.
+		id := uint64(uint16(member))<<48 | (ms&(1<<40-1))<<8 + 1
+		for d := -40; d <= 4; d++ {
+			p := &pb.PutRequest{Key: []byte("k")}
+			p.Value = bytes.Repeat([]byte("v"), limit+d-proto.Size(p)-3)
+			for _, m := range []proto.Message{p, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: p}}}}} {
+				entry := &pb.InternalRaftRequest{Header: &pb.RequestHeader{ID: id}}
+				switch r := m.(type) {
+				case *pb.PutRequest:
+					entry.Put = r
+				case *pb.TxnRequest:
+					entry.Txn = r
+				}
+				etcdRefuses := proto.Size(entry) > limit
+				if refused := s.checkSize(m) != nil; refused != etcdRefuses {
+					t.Fatalf("member %x, %T of %d bytes (entry %d): refused %v, etcd refuses %v", member, m, proto.Size(m), proto.Size(entry), refused, etcdRefuses)
+				}
+			}
+		}
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	rng := &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("k")}}}
+	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k")}}}
+	nested := &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{Success: []*pb.RequestOp{rng}}}}
+	for _, tc := range []struct {
+		name string
+		r    *pb.TxnRequest
+		want bool
+	}{
+		{"empty", &pb.TxnRequest{}, true},
+		{"compares and ranges", &pb.TxnRequest{Compare: []*pb.Compare{{Key: []byte("k")}}, Success: []*pb.RequestOp{rng}, Failure: []*pb.RequestOp{rng}}, true},
+		{"a put in failure", &pb.TxnRequest{Success: []*pb.RequestOp{rng}, Failure: []*pb.RequestOp{put}}, false},
+		// etcd's IsTxnReadonly counts a nested transaction as a write.
+		{"a nested read", &pb.TxnRequest{Success: []*pb.RequestOp{nested}}, false},
+		{"an empty op", &pb.TxnRequest{Success: []*pb.RequestOp{{}}}, false},
+	} {
+		if got := readOnly(tc.r); got != tc.want {
+			t.Errorf("%s: readOnly %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
