@@ -452,7 +452,7 @@ func StartKine(t testing.TB, dsn string) *Target {
 	if err != nil {
 		Unavailable(t, "kine", err)
 	}
-	m := &member{name: "kine", log: &LogBuffer{}, bin: bin}
+	m := &member{name: "kine", log: &LogBuffer{}, bin: bin, scheme: "http"}
 	m.argv = func(addr string) []string {
 		// Metrics off ("0"): kine's default port would collide between tests.
 		return []string{"--listen-address", addr, "--endpoint", dsn, "--metrics-bind-address", "0"}
@@ -532,7 +532,11 @@ func (m *member) startProcess() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", m.bin, err)
 	}
-	m.cmd, m.exited, m.url = cmd, make(chan struct{}), m.scheme+"://"+m.addr
+	scheme := m.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	m.cmd, m.exited, m.url = cmd, make(chan struct{}), scheme+"://"+m.addr
 	go func(done chan struct{}) { m.err = cmd.Wait(); close(done) }(m.exited)
 	return m.waitReady()
 }
