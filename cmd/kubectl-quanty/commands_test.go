@@ -43,6 +43,8 @@ func edits(t *testing.T, c *cluster) (key string, revs [3]int64, values [3][]byt
 func TestConfigMapHistory(t *testing.T) {
 	c := newCluster(t)
 	key, revs, values := edits(t, c)
+	// A write elsewhere: the store's revision is past the ConfigMap's.
+	c.put("/registry/configmaps/shop/other", encode(t, configMap("shop", "other", "uid-other", nil)))
 
 	out := c.ok("log", "cm/web")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -102,7 +104,8 @@ func TestConfigMapHistory(t *testing.T) {
 
 	// Refused at the prompt: nothing written.
 	code, _, errOut := c.run("n\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))
-	if v, _ := c.value(key); code != 1 || !bytes.Equal(v, values[2]) || !strings.Contains(errOut, "+  color: blue") {
+	if v, _ := c.value(key); code != 1 || !bytes.Equal(v, values[2]) || !strings.Contains(errOut, "+  color: blue") ||
+		!strings.Contains(errOut, fmt.Sprintf("--- configmap/web (revision %d (now))\n", revs[2])) {
 		t.Fatalf("restore answered no: exit %d, value changed: %v\n%s", code, !bytes.Equal(v, values[2]), errOut)
 	}
 	code, out, errOut = c.run("y\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))

@@ -132,17 +132,29 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 	return s.showDiff(t, from, to)
 }
 
-// snapshot reads one point; label has a %d for the revision read.
+// snapshot reads one point; label has a %d for the revision of what it
+// shows (stateRevision).
 func (s *session) snapshot(ctx context.Context, req *historypb.Request, label string) (snapshot, error) {
 	rev, kv, err := s.state(ctx, req)
 	if err != nil {
 		return snapshot{}, err
 	}
-	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, rev)}
+	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, stateRevision(rev, kv))}
 	if kv == nil {
 		v.label += ", absent"
 	}
 	return v, nil
+}
+
+// stateRevision names the state read at revision rev: the object's own
+// revision (its resourceVersion, the one log lists and get prints), not
+// the store's, which every write anywhere moves on; rev when it did not
+// exist.
+func stateRevision(rev int64, kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return rev
+	}
+	return kv.ModRevision
 }
 
 // beforeLastChange is the state before the object's newest change.
