@@ -362,7 +362,8 @@ func checkPluginConfigMap(t *testing.T, c *Cluster) {
 	if want := substitute(docExample(t, docRestore), words); out.Code != 0 || out.Stdout != want {
 		t.Errorf("restore answered y: want %q, got %s", want, out)
 	}
-	if !strings.Contains(out.Stderr, "\n-  color: red\n+  color: green\n") || !strings.Contains(out.Stderr, "[y/N]") {
+	if !strings.HasPrefix(out.Stderr, "--- configmap/web (revision "+r[2]+" (now))\n+++ configmap/web (revision "+r[1]+")\n") ||
+		!strings.Contains(out.Stderr, "\n-  color: red\n+  color: green\n") || !strings.Contains(out.Stderr, "[y/N]") {
 		t.Errorf("restore did not show the diff from now and ask:\n%s", out.Stderr)
 	}
 	if live.Data["color"] != "green" || live.UID != uid {
@@ -759,10 +760,13 @@ func checkPluginDeletedDeployment(t *testing.T, c *Cluster) {
 		t.Errorf("restore of the ReplicaSet --dry-run: want %q and %q; got %s", warned, offered, out)
 	}
 
+	// The watch sees the restore as the Deployment's creation, at the new
+	// revision the plugin names (the controllers write it again soon after).
 	out = docRun(t, c, docRestoreDeploy, words, "y\n")
-	back, err := deploys.Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the Deployment after restore: %v\n%s", err, out)
+	ev := nextEvent(t, w, "the restored Deployment")
+	back, ok := ev.Object.(*appsv1.Deployment)
+	if ev.Type != watch.Added || !ok {
+		t.Fatalf("after the restore, the watch saw %s %T, want the Deployment added\n%s", ev.Type, ev.Object, out)
 	}
 	done := fmt.Sprintf("deployment.apps/web in namespace %s restored to revision %d (new revision %s)\n", ns, restore, back.ResourceVersion)
 	if out.Code != 0 || out.Stdout != done || back.UID != d.UID || back.DeletionTimestamp != nil {
