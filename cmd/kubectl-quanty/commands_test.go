@@ -350,3 +350,15 @@ func TestExternalDiff(t *testing.T) {
 		t.Fatalf("external diff printed:\n%s", out.String())
 	}
 }
+
+// diff fails as kubectl diff does, with 2, a wrong flag included: 1 says
+// that the objects differ.
+func TestDiffErrorStatus(t *testing.T) {
+	c := newCluster(t)
+	edits(t, c)
+	for _, args := range [][]string{{"diff", "cm/web", "-o", "json"}, {"diff"}, {"diff", "nope/web"}} {
+		if code, _, errOut := c.run("", args...); code != 2 || !strings.HasPrefix(errOut, "error: ") {
+			t.Errorf("%s: exit %d, want 2 and the error:\n%s", args, code, errOut)
+		}
+	}
+}

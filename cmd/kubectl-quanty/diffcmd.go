@@ -45,14 +45,10 @@ The exit status is that of kubectl diff: 0 no differences, 1 differences,
 		revs := fs.Int64Slice("rev", nil, "a revision to compare (once or twice)")
 		ats := fs.StringArray("at", nil, "a time to compare (once or twice): RFC 3339, a local date-time or relative (-15m)")
 		return func(ctx context.Context, s *session, args []string) error {
-			err := s.diff(ctx, args, *key, *revs, *ats)
-			var ee *exitError
-			if err != nil && !errors.As(err, &ee) {
-				return &exitError{code: 2, err: err}
-			}
-			return err
+			return s.diff(ctx, args, *key, *revs, *ats)
 		}
 	},
+	errStatus: 2,
 }
 
 // snapshot is an object at one point in its history.
