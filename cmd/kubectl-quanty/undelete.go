@@ -259,7 +259,10 @@ func (s *session) collect(ctx context.Context, p *undeletePlan, ns string) error
 	var cands []candidate
 	for _, sc := range s.scan(ctx, scopes, &historypb.Request{Revision: p.at + 1}) {
 		if sc.err != nil {
-			if !errors.Is(sc.err, errForbidden) {
+			// A resource kept for less than the time since the restore
+			// point (leases, by default) cannot be restored as it was;
+			// the rest can.
+			if !errors.Is(sc.err, errForbidden) && !errors.Is(sc.err, errOutsideRetention) {
 				return sc.err
 			}
 			p.unread = append(p.unread, fmt.Sprintf("%s: %v", sc.res.Resource, sc.err))
