@@ -31,8 +31,9 @@ Objects a controller recreates by itself are skipped, and named: anything
 with a controller owner (a ReplicaSet of a Deployment, the Pods of a
 ReplicaSet, a Service's EndpointSlices), a Service's Endpoints, ServiceAccount
 token Secrets, the default ServiceAccount and the kube-root-ca.crt ConfigMap.
-Events are not restored: they expire by themselves. --dry-run lists exactly
-what would be written.
+Events are not restored: they expire by themselves. A resource QuantyKube
+keeps for less time than has passed since the deletion (leases, by default)
+is named as not read. --dry-run lists exactly what would be written.
 `,
 	examples: `
   # See what would come back
