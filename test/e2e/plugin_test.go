@@ -267,7 +267,7 @@ func checkPluginInstall(t *testing.T, c *Cluster) {
 		}
 	}
 	r = c.Shell(t, "", "", "get", "apiservice", APIServiceName)
-	if rows := tableRows(r.Stdout); r.Code != 0 || len(rows) != 2 || rows[0][2] != "AVAILABLE" || rows[1][2] != "True" {
+	if rows := tableRows(r.Stdout); r.Code != 0 || len(rows) != 2 || len(rows[1]) < 3 || rows[0][2] != "AVAILABLE" || rows[1][2] != "True" {
 		t.Errorf("kubectl get apiservice %s:\n%s", APIServiceName, r)
 	}
 }
@@ -277,11 +277,10 @@ type logJSON struct {
 	Object    string `json:"object"`
 	Key       string `json:"key"`
 	Revisions []struct {
-		Revision     int64    `json:"revision"`
-		Time         string   `json:"time"`
-		Action       string   `json:"action"`
-		RestoredFrom int64    `json:"restoredFrom"`
-		Changes      []string `json:"changes"`
+		Revision int64    `json:"revision"`
+		Time     string   `json:"time"`
+		Action   string   `json:"action"`
+		Changes  []string `json:"changes"`
 	} `json:"revisions"`
 }
 
@@ -328,8 +327,8 @@ func checkPluginConfigMap(t *testing.T, c *Cluster) {
 		got = append(got, fmt.Sprint(e.Revision, " ", e.Action, " ", e.Changes))
 	}
 	want := []string{r[2] + " updated [data.color]", r[1] + " updated [data.color]", r[0] + " created []"}
-	if lj.Key != "/registry/configmaps/"+ns+"/web" || !slices.Equal(got, want) {
-		t.Fatalf("log -o json: key %s, revisions %q, want %q", lj.Key, got, want)
+	if lj.Object != "configmap/web in namespace "+ns || lj.Key != "/registry/configmaps/"+ns+"/web" || !slices.Equal(got, want) {
+		t.Fatalf("log -o json: %s, key %s, revisions %q, want %q", lj.Object, lj.Key, got, want)
 	}
 	atSecond := lj.Revisions[1].Time
 
@@ -430,10 +429,10 @@ func restoredPart(u *unstructured.Unstructured) map[string]any {
 	return o
 }
 
-// docRestoreOrder is the order the walk-through says undelete restores in:
-// "namespace, Roles and RoleBindings, ServiceAccounts, ConfigMaps and
-// Secrets, Services and custom resources, then Deployments", as the types
-// of testdata/undelete.yaml.
+// docRestoreOrder is the order the walk-through says undelete restores in
+// (the namespace, Roles and RoleBindings, ServiceAccounts, ConfigMaps and
+// Secrets, Services and custom resources, then Deployments...), for the
+// types of testdata/undelete.yaml.
 var docRestoreOrder = [][]string{
 	{"namespace"},
 	{"role.rbac.authorization.k8s.io", "rolebinding.rbac.authorization.k8s.io"},
@@ -443,6 +442,7 @@ var docRestoreOrder = [][]string{
 	{"deployment.apps"},
 }
 
+// restoreStep is the place of an object's type in docRestoreOrder.
 func restoreStep(name string) int {
 	typ, _, _ := strings.Cut(name, "/")
 	for i, kinds := range docRestoreOrder {
