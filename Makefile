@@ -60,8 +60,9 @@ conformance-embed:
 # kubectl, into .cache/kubernetes by scripts/kubernetes.sh) on QuantyKube,
 # checked through client-go and kubectl (test/e2e, a nested module): on
 # SQLite serving the aggregated API from a network namespace (root and
-# iproute2), then on two replicas sharing one PostgreSQL. A missing part
-# fails it. One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
+# iproute2), with kubectl quanty run as docs/KUBECTL-QUANTY.md shows it,
+# then on two replicas sharing one PostgreSQL. A missing part fails it.
+# One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
 E2E_RUN ?= .
 e2e:
 	cd test/e2e && $(GO) vet ./... && $(GO) test -count=1 -v -timeout 60m -run '$(E2E_RUN)' .

@@ -84,6 +84,12 @@ func (h *historyAPI) restore(ctx context.Context, req *historypb.Request) (*hist
 // go on past the ones the caller may not read.
 var errForbidden = errors.New("forbidden")
 
+// errOutsideRetention marks a revision or time that QuantyKube no longer
+// (or not yet) holds. A resource may be kept for less than others
+// (--retain-prefix: leases by default), so that a listing over many
+// resources meets it for some only.
+var errOutsideRetention = errors.New("outside the history QuantyKube retains (its --retain window)")
+
 // forbiddenWhat reads kube-apiserver's wording of a refusal (which
 // pkg/apiagg uses too): the verb, resource, group and namespace refused.
 var forbiddenWhat = regexp.MustCompile(`cannot (\S+) resource "([^"]*)" in API group "([^"]*)"(?: in the namespace "([^"]*)")?`)
@@ -105,7 +111,7 @@ func explain(err error) error {
 		return fmt.Errorf("the APIService %s is not available: kube-apiserver cannot reach QuantyKube's aggregated API (kubectl get apiservice %s says why): %s",
 			apiService, apiService, msg)
 	case "Expired":
-		return fmt.Errorf("outside the history QuantyKube retains (its --retain window), or in the future: %s", strings.TrimPrefix(msg, "quantykube: "))
+		return fmt.Errorf("%w, or in the future: %s", errOutsideRetention, strings.TrimPrefix(msg, "quantykube: "))
 	case "Forbidden":
 		m := forbiddenWhat.FindStringSubmatch(msg)
 		if m == nil {

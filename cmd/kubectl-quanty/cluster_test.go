@@ -56,12 +56,19 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterOn(t, mvcc.Options{})
+}
+
+// newClusterOn is newCluster on a store with options o: a clock,
+// retention rules.
+func newClusterOn(t *testing.T, o mvcc.Options) *cluster {
+	t.Helper()
 	c := &cluster{t: t, grants: &reviewer{allow: map[string][]string{}}, dir: t.TempDir()}
 	d, err := sqlite.New("sqlite://"+filepath.Join(c.dir, "s.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.store, err = mvcc.Open(context.Background(), d, mvcc.Options{}); err != nil {
+	if c.store, err = mvcc.Open(context.Background(), d, o); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.store.Close() })
@@ -204,8 +211,8 @@ func group(name string, versions ...string) metav1.APIGroup {
 
 // fakeDiscovery is a small API server's discovery: a few core resources
 // (with a subresource and a create-only one, which hold no objects),
-// apps, RBAC, EndpointSlices, events.k8s.io, a custom resource and the
-// aggregated API itself.
+// apps, RBAC, EndpointSlices, events.k8s.io, leases, a custom resource and
+// the aggregated API itself.
 func fakeDiscovery() map[string]any {
 	ns := func(name, singular, kind string, short ...string) metav1.APIResource {
 		return metav1.APIResource{Name: name, SingularName: singular, Kind: kind, Namespaced: true, ShortNames: short}
@@ -229,12 +236,13 @@ func fakeDiscovery() map[string]any {
 		),
 		"/apis": metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{
 			group("apps", "v1"), group("events.k8s.io", "v1"), group("rbac.authorization.k8s.io", "v1"),
-			group("discovery.k8s.io", "v1"), group("example.com", "v1", "v1beta1"), group("quanty.quantyroot.io", "v1alpha1"),
+			group("discovery.k8s.io", "v1"), group("coordination.k8s.io", "v1"), group("example.com", "v1", "v1beta1"), group("quanty.quantyroot.io", "v1alpha1"),
 		}},
 		"/apis/apps/v1":                      resources("apps/v1", ns("deployments", "deployment", "Deployment", "deploy"), ns("replicasets", "replicaset", "ReplicaSet", "rs")),
 		"/apis/events.k8s.io/v1":             resources("events.k8s.io/v1", ns("events", "event", "Event", "ev")),
 		"/apis/rbac.authorization.k8s.io/v1": resources("rbac.authorization.k8s.io/v1", cl("clusterroles", "clusterrole", "ClusterRole"), ns("rolebindings", "rolebinding", "RoleBinding"), ns("roles", "role", "Role")),
 		"/apis/discovery.k8s.io/v1":          resources("discovery.k8s.io/v1", ns("endpointslices", "endpointslice", "EndpointSlice")),
+		"/apis/coordination.k8s.io/v1":       resources("coordination.k8s.io/v1", ns("leases", "lease", "Lease")),
 		"/apis/example.com/v1":               resources("example.com/v1", ns("widgets", "widget", "Widget", "wd")),
 		"/apis/example.com/v1beta1":          resources("example.com/v1beta1", ns("widgets", "widget", "Widget", "wd")),
 		"/apis/quanty.quantyroot.io/v1alpha1": resources("quanty.quantyroot.io/v1alpha1",

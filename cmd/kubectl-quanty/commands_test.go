@@ -43,6 +43,8 @@ func edits(t *testing.T, c *cluster) (key string, revs [3]int64, values [3][]byt
 func TestConfigMapHistory(t *testing.T) {
 	c := newCluster(t)
 	key, revs, values := edits(t, c)
+	// A write elsewhere: the store's revision is past the ConfigMap's.
+	c.put("/registry/configmaps/shop/other", encode(t, configMap("shop", "other", "uid-other", nil)))
 
 	out := c.ok("log", "cm/web")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -102,7 +104,8 @@ func TestConfigMapHistory(t *testing.T) {
 
 	// Refused at the prompt: nothing written.
 	code, _, errOut := c.run("n\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))
-	if v, _ := c.value(key); code != 1 || !bytes.Equal(v, values[2]) || !strings.Contains(errOut, "+  color: blue") {
+	if v, _ := c.value(key); code != 1 || !bytes.Equal(v, values[2]) || !strings.Contains(errOut, "+  color: blue") ||
+		!strings.Contains(errOut, fmt.Sprintf("--- configmap/web (revision %d (now))\n", revs[2])) {
 		t.Fatalf("restore answered no: exit %d, value changed: %v\n%s", code, !bytes.Equal(v, values[2]), errOut)
 	}
 	code, out, errOut = c.run("y\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))
@@ -345,5 +348,17 @@ func TestExternalDiff(t *testing.T) {
 	}
 	if !hasLine(`(?m)^--- .*/FROM-REV-\d+/v1\.ConfigMap\.shop\.web\t`, out.String()) || !strings.Contains(out.String(), "-  color: green\n+  color: red\n") {
 		t.Fatalf("external diff printed:\n%s", out.String())
+	}
+}
+
+// diff fails as kubectl diff does, with 2, a wrong flag included: 1 says
+// that the objects differ.
+func TestDiffErrorStatus(t *testing.T) {
+	c := newCluster(t)
+	edits(t, c)
+	for _, args := range [][]string{{"diff", "cm/web", "-o", "json"}, {"diff"}, {"diff", "nope/web"}} {
+		if code, _, errOut := c.run("", args...); code != 2 || !strings.HasPrefix(errOut, "error: ") {
+			t.Errorf("%s: exit %d, want 2 and the error:\n%s", args, code, errOut)
+		}
 	}
 }

@@ -70,8 +70,12 @@ list is skipped, and named.
 			if err != nil {
 				return err
 			}
+			scopes = s.scan(ctx, scopes, req)
+			if req.UnixMs != 0 {
+				s.rescanWindow(ctx, scopes)
+			}
 			var rows []deletedRow
-			for _, sc := range s.scan(ctx, scopes, req) {
+			for _, sc := range scopes {
 				if sc.err != nil {
 					if !errors.Is(sc.err, errForbidden) {
 						return sc.err
@@ -170,6 +174,23 @@ func (s *session) scan(ctx context.Context, scopes []scope, from *historypb.Requ
 	}
 	wg.Wait()
 	return scopes
+}
+
+// rescanWindow reads again, whole, the scopes whose log QuantyKube refused
+// because --since is before their retention window (which may be shorter
+// than others'): a --since older than what is retained asks for all of it.
+func (s *session) rescanWindow(ctx context.Context, scopes []scope) {
+	var at []int
+	var again []scope
+	for i, sc := range scopes {
+		if errors.Is(sc.err, errOutsideRetention) {
+			at = append(at, i)
+			again = append(again, scope{res: sc.res, ns: sc.ns})
+		}
+	}
+	for i, sc := range s.scan(ctx, again, &historypb.Request{}) {
+		scopes[at[i]] = sc
+	}
 }
 
 // byKey splits a scope's log into each key's, in the order the keys first

@@ -45,14 +45,10 @@ The exit status is that of kubectl diff: 0 no differences, 1 differences,
 		revs := fs.Int64Slice("rev", nil, "a revision to compare (once or twice)")
 		ats := fs.StringArray("at", nil, "a time to compare (once or twice): RFC 3339, a local date-time or relative (-15m)")
 		return func(ctx context.Context, s *session, args []string) error {
-			err := s.diff(ctx, args, *key, *revs, *ats)
-			var ee *exitError
-			if err != nil && !errors.As(err, &ee) {
-				return &exitError{code: 2, err: err}
-			}
-			return err
+			return s.diff(ctx, args, *key, *revs, *ats)
 		}
 	},
+	errStatus: 2,
 }
 
 // snapshot is an object at one point in its history.
@@ -132,17 +128,29 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 	return s.showDiff(t, from, to)
 }
 
-// snapshot reads one point; label has a %d for the revision read.
+// snapshot reads one point; label has a %d for the revision of what it
+// shows (stateRevision).
 func (s *session) snapshot(ctx context.Context, req *historypb.Request, label string) (snapshot, error) {
 	rev, kv, err := s.state(ctx, req)
 	if err != nil {
 		return snapshot{}, err
 	}
-	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, rev)}
+	v := snapshot{rev: rev, kv: kv, label: fmt.Sprintf(label, stateRevision(rev, kv))}
 	if kv == nil {
 		v.label += ", absent"
 	}
 	return v, nil
+}
+
+// stateRevision names the state read at revision rev: the object's own
+// revision (its resourceVersion, the one log lists and get prints), not
+// the store's, which every write anywhere moves on; rev when it did not
+// exist.
+func stateRevision(rev int64, kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return rev
+	}
+	return kv.ModRevision
 }
 
 // beforeLastChange is the state before the object's newest change.

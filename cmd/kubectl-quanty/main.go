@@ -29,6 +29,18 @@ type command struct {
 	examples string
 	// setup registers the command's flags and returns what runs it.
 	setup func(fs *pflag.FlagSet) func(ctx context.Context, s *session, args []string) error
+	// errStatus is the exit status of any error, a wrong flag included,
+	// when it is not 1: diff's is 2, as kubectl diff's, since its 1 says
+	// that the objects differ.
+	errStatus int
+}
+
+// failed is the exit status of an error of the command.
+func (c *command) failed() int {
+	if c.errStatus != 0 {
+		return c.errStatus
+	}
+	return 1
 }
 
 // version is set by make dist (-ldflags -X main.version=...).
@@ -112,7 +124,7 @@ func (p *plugin) run(ctx context.Context, args []string) int {
 			return 0
 		}
 		fmt.Fprintf(p.errOut, "error: %v\nSee 'kubectl quanty %s --help' for usage.\n", err, cmd.name)
-		return 1
+		return cmd.failed()
 	}
 	k, err := newKubectl(&p.kubectlOptions)
 	if err == nil {
@@ -130,7 +142,7 @@ func (p *plugin) run(ctx context.Context, args []string) int {
 		return ee.code
 	default:
 		fmt.Fprintf(p.errOut, "error: %v\n", err)
-		return 1
+		return cmd.failed()
 	}
 }
 

@@ -121,7 +121,7 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	default:
 		r.Action = "update"
 	}
-	from := snapshot{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", nowRev)}
+	from := snapshot{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", stateRevision(nowRev, cur))}
 	to := snapshot{rev: rev, kv: old, label: fmt.Sprintf("revision %d", rev)}
 	a, err := from.text()
 	if err != nil {

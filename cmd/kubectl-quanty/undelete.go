@@ -31,8 +31,9 @@ Objects a controller recreates by itself are skipped, and named: anything
 with a controller owner (a ReplicaSet of a Deployment, the Pods of a
 ReplicaSet, a Service's EndpointSlices), a Service's Endpoints, ServiceAccount
 token Secrets, the default ServiceAccount and the kube-root-ca.crt ConfigMap.
-Events are not restored: they expire by themselves. --dry-run lists exactly
-what would be written.
+Events are not restored: they expire by themselves. A resource QuantyKube
+keeps for less time than has passed since the deletion (leases, by default)
+is named as not read. --dry-run lists exactly what would be written.
 `,
 	examples: `
   # See what would come back
@@ -259,7 +260,10 @@ func (s *session) collect(ctx context.Context, p *undeletePlan, ns string) error
 	var cands []candidate
 	for _, sc := range s.scan(ctx, scopes, &historypb.Request{Revision: p.at + 1}) {
 		if sc.err != nil {
-			if !errors.Is(sc.err, errForbidden) {
+			// A resource kept for less than the time since the restore
+			// point (leases, by default) cannot be restored as it was;
+			// the rest can.
+			if !errors.Is(sc.err, errForbidden) && !errors.Is(sc.err, errOutsideRetention) {
 				return sc.err
 			}
 			p.unread = append(p.unread, fmt.Sprintf("%s: %v", sc.res.Resource, sc.err))

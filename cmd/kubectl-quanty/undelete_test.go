@@ -6,9 +6,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -16,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 func meta(ns, name, uid string, owners ...metav1.OwnerReference) metav1.ObjectMeta {
@@ -208,3 +213,43 @@ func TestUndeleteNamespace(t *testing.T) {
 
 // hasLine reports whether s has a match of re.
 func hasLine(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// A resource kept for less than the rest (leases, by QuantyKube's
+// defaults) whose window has moved past what is asked: deleted --since an
+// hour reads all that is retained of it, and undelete brings back the
+// rest, naming it as not read.
+func TestShortRetention(t *testing.T) {
+	var ahead atomic.Int64 // how far the store's clock runs ahead of the plugin's
+	c := newClusterOn(t, mvcc.Options{
+		Now:            func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) },
+		RetainPrefixes: []mvcc.RetentionRule{{Prefix: []byte("/registry/leases/"), Retain: mvcc.MinRetain}},
+		PruneInterval:  time.Hour, // the test prunes
+	})
+	nsKey, cmKey, leaseKey := "/registry/namespaces/shop", "/registry/configmaps/shop/web", "/registry/leases/shop/lock"
+	c.put(nsKey, encode(t, namespace(false, "kubernetes")))
+	c.put(cmKey, encode(t, configMap("shop", "web", "uid-cm", map[string]string{"color": "blue"})))
+	c.put(leaseKey, encode(t, &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"}, ObjectMeta: meta("shop", "lock", "uid-lease")}))
+	c.put(nsKey, encode(t, namespace(true, "kubernetes")))
+	c.del(cmKey)
+	c.del(leaseKey)
+	c.del(nsKey)
+	// Two minutes on, the leases' window starts after all of it.
+	ahead.Store(int64(2 * time.Minute))
+	c.put("/registry/configmaps/default/later", encode(t, configMap("default", "later", "uid-later", nil)))
+	if _, err := c.store.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	out := c.ok("deleted", "-A", "--since", "1h")
+	if !regexp.MustCompile(`(?m)^shop +configmap/web `).MatchString(out) || !regexp.MustCompile(`(?m)^- +namespace/shop `).MatchString(out) {
+		t.Errorf("deleted -A --since 1h:\n%s", out)
+	}
+	code, out, errOut := c.run("", "undelete", "namespace", "shop", "--yes")
+	if code != 0 || !strings.Contains(out, "configmap/web restored to revision") ||
+		!regexp.MustCompile(`Not read \(so not restored\): leases\.coordination\.k8s\.io: outside the history QuantyKube retains`).MatchString(errOut) {
+		t.Fatalf("undelete: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(cmKey); v == nil {
+		t.Error("undelete did not bring the ConfigMap back")
+	}
+}

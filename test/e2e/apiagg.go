@@ -96,18 +96,16 @@ func (a *AggregatedAPI) serveArgs(c *Cluster) []string {
 	}
 }
 
+// APIServiceName names the aggregated API's APIService.
+const APIServiceName = "v1alpha1.quanty.quantyroot.io"
+
 // register applies the printed objects, waits until the aggregator marks
 // the APIService Available, and writes the retention check's ConfigMap.
 func (a *AggregatedAPI) register(t *testing.T, c *Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := c.KubectlIn(t, a.Manifests, "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply the aggregated API's objects: %v", err)
-	}
-	if err := waitAPIServiceAvailable(ctx, c, "v1alpha1.quanty.quantyroot.io"); err != nil {
-		t.Fatal(err)
-	}
+	a.apply(t, c)
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RetainedNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +123,31 @@ func (a *AggregatedAPI) register(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	a.retained.writtenAt = time.Now()
+}
+
+// apply applies the objects `quantykube apiservice` printed and waits
+// until the aggregator marks the APIService Available.
+func (a *AggregatedAPI) apply(t testing.TB, c *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := c.KubectlIn(t, a.Manifests, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply the aggregated API's objects: %v", err)
+	}
+	if err := waitAPIServiceAvailable(ctx, c, APIServiceName); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRetainedExpired waits until the first revision of the ConfigMap
+// written under the short retention rule has left the window, and pruning
+// (every 2 s) has run.
+func (a *AggregatedAPI) waitRetainedExpired(t testing.TB) {
+	r := a.retained
+	if wait := time.Until(r.writtenAt.Add(RetainedFor + 10*time.Second)); wait > 0 {
+		t.Logf("waiting %s for revision %d to leave the %s retention window", wait.Round(time.Second), r.first, RetainedFor)
+		time.Sleep(wait)
+	}
 }
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}

@@ -42,7 +42,7 @@ var apiChecks = []Check{
 // can be missing for a moment: the check waits for it, bounded, with a
 // kubectl cache of its own each time (kubectl keeps the document it read).
 func checkAPIDiscovery(t *testing.T, c *Cluster) {
-	if err := waitAPIServiceAvailable(c.Ctx(t), c, "v1alpha1.quanty.quantyroot.io"); err != nil {
+	if err := waitAPIServiceAvailable(c.Ctx(t), c, APIServiceName); err != nil {
 		t.Fatal(err)
 	}
 	var out []byte
@@ -254,11 +254,8 @@ func checkAPIErrors(t *testing.T, c *Cluster) {
 	// The ConfigMap written when the cluster started, under a retention of
 	// RetainedFor: once its first revision is older than that, and pruning
 	// (every 2 s) has run, asking for it is 410.
+	c.API.waitRetainedExpired(t)
 	r := c.API.retained
-	if wait := time.Until(r.writtenAt.Add(RetainedFor + 10*time.Second)); wait > 0 {
-		t.Logf("waiting %s for revision %d to leave the %s retention window", wait.Round(time.Second), r.first, RetainedFor)
-		time.Sleep(wait)
-	}
 	code, _, body = admin.Get(t, &historypb.Request{Key: []byte(r.key), Revision: r.first})
 	if code != http.StatusGone || !bytes.Contains(body, []byte("older than the oldest retained revision")) {
 		t.Errorf("a revision older than the retention window: %d %s, want 410", code, body)

@@ -83,6 +83,7 @@ type Cluster struct {
 	kcmPort   int
 	apiserver *process
 	kcm       *process
+	pluginDir string // pluginBin's, once made
 }
 
 // StartCluster starts QuantyKube, then kube-apiserver on it, then
@@ -260,8 +261,11 @@ func (c *Cluster) kcmArgs() []string {
 		// deletes the content it finds through discovery, then removes
 		// the "kubernetes" finalizer. The aggregation controller fills the
 		// view, edit and admin roles, which the aggregated API's checks
-		// bind.
-		"--controllers=namespace,clusterrole-aggregation",
+		// bind. The Deployment, ReplicaSet and garbage collector
+		// controllers make and remove what kubectl quanty leaves to them
+		// (a Deployment's ReplicaSet and Pods, which stay Pending: there
+		// is no scheduler nor kubelet), and finish a foreground deletion.
+		"--controllers=namespace-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,garbage-collector-controller",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.kcmPort),

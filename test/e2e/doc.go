@@ -16,6 +16,12 @@
 //
 //	go test -run 'TestKubernetes/postgres/history' .
 //
+// The SQLite cluster also serves the aggregated API; its checks (api-*,
+// apiagg_test.go) and kubectl quanty's (plugin-*, plugin_test.go) run
+// there. The plugin's run the command lines docs/KUBECTL-QUANTY.md shows,
+// with kubectl-quanty built from this checkout first on kubectl's PATH
+// (Cluster.Shell), and hold its answers against the walk-through's.
+//
 // TestImport (import_test.go) and TestBackupRestore (backup_test.go) are
 // not checks: they stop kube-apiserver, move its datastore (`quantykube
 // import` from a real etcd and from kine, Options.Datastore; `quantykube

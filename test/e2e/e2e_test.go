@@ -55,8 +55,10 @@ func TestKubernetes(t *testing.T) {
 	}
 }
 
-// clusterChecks are the checks of one cluster: the aggregated API's come
-// before namespace deletion (which must complete with it registered).
+// clusterChecks are the checks of one cluster: the aggregated API's and
+// kubectl quanty's come before namespace deletion (which must complete
+// with the API registered), but the one that unregisters it, which comes
+// last.
 func clusterChecks(o Options) []Check {
 	if !o.AggregatedAPI {
 		return checks
@@ -64,9 +66,9 @@ func clusterChecks(o Options) []Check {
 	var out []Check
 	for _, ck := range checks {
 		if ck.Name == "namespace-deletion" {
-			out = append(out, apiChecks...)
+			out = append(append(out, apiChecks...), pluginChecks...)
 		}
 		out = append(out, ck)
 	}
-	return out
+	return append(out, pluginLastChecks...)
 }

@@ -184,41 +184,62 @@ func ModuleRoot() (string, error) {
 	}
 }
 
+// build is one command of this checkout, built at most once per test
+// binary.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	buildsMu sync.Mutex
+	builds   = map[string]*build{}
 )
 
 // Binary is the quantykube binary built from this checkout, once per test
 // binary, into a temporary directory that Main removes.
 func Binary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		root, err := ModuleRoot()
-		if err != nil {
-			binErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "quantykube-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		atExit(func() { os.RemoveAll(dir) })
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		out := filepath.Join(dir, "quantykube")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/quantykube")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("building quantykube in %s: %v\n%s", root, err, b)
-			return
-		}
-		binPath = out
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	return Command(t, "quantykube")
+}
+
+// Command is ./cmd/NAME built from this checkout, once per test binary, as
+// the only file of a temporary directory that Main removes: a test can put
+// the directory first on a PATH (kubectl finds its plugins there).
+func Command(t testing.TB, name string) string {
+	t.Helper()
+	buildsMu.Lock()
+	b := builds[name]
+	if b == nil {
+		b = &build{}
+		builds[name] = b
 	}
-	return binPath
+	buildsMu.Unlock()
+	b.once.Do(func() { b.path, b.err = buildCommand(name) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+func buildCommand(name string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", name+"-bin-")
+	if err != nil {
+		return "", fmt.Errorf("building %s: %w", name, err)
+	}
+	atExit(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s in %s: %v\n%s", name, root, err, b)
+	}
+	return out, nil
 }
