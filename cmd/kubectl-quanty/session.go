@@ -180,11 +180,7 @@ func (p *point) request(key string, now time.Time, required bool) (*historypb.Re
 }
 
 func parseAt(s string, now time.Time) (int64, error) {
-	t, err := timearg.Parse(s, now)
-	if err != nil {
-		return 0, fmt.Errorf("--at: %w", err)
-	}
-	ms, err := timearg.UnixMs(t)
+	ms, err := timearg.ParseUnixMs(s, now)
 	if err != nil {
 		return 0, fmt.Errorf("--at: %w", err)
 	}
@@ -197,11 +193,7 @@ func parseSince(flag, s string, now time.Time) (int64, error) {
 	if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		s = "-" + s
 	}
-	t, err := timearg.Parse(s, now)
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
-	}
-	ms, err := timearg.UnixMs(t)
+	ms, err := timearg.ParseUnixMs(s, now)
 	if err != nil {
 		return 0, fmt.Errorf("--%s: %w", flag, err)
 	}

@@ -101,6 +101,16 @@ func UnixMs(t time.Time) (int64, error) {
 	return ms, nil
 }
 
+// ParseUnixMs reads a TIME argument (Parse) as a request's unix_ms
+// (UnixMs).
+func ParseUnixMs(s string, now time.Time) (int64, error) {
+	t, err := Parse(s, now)
+	if err != nil {
+		return 0, err
+	}
+	return UnixMs(t)
+}
+
 // Format renders a commit time in RFC 3339 with milliseconds in loc.
 func Format(unixMs int64, loc *time.Location) string {
 	if unixMs == 0 {

@@ -81,6 +81,22 @@ func TestUnixMs(t *testing.T) {
 	}
 }
 
+func TestParseUnixMs(t *testing.T) {
+	now := time.UnixMilli(1741600000123)
+	if ms, err := ParseUnixMs("-1s", now); err != nil || ms != 1741599999123 {
+		t.Fatalf("ParseUnixMs(-1s) = %d, %v", ms, err)
+	}
+	for in, want := range map[string]string{
+		"yesterday":            "RFC 3339",
+		"1970-01-01T00:00:00Z": "not after 1970",
+		"-30000d":              "not after 1970",
+	} {
+		if _, err := ParseUnixMs(in, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseUnixMs(%q) error = %v, want one containing %q", in, err, want)
+		}
+	}
+}
+
 func TestFormatRoundTrips(t *testing.T) {
 	zone := time.FixedZone("X", -7*3600)
 	ms := int64(1741600000123)
