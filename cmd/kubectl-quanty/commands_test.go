@@ -74,6 +74,14 @@ func TestConfigMapHistory(t *testing.T) {
 		t.Errorf("log --limit 1 printed:\n%s", got)
 	}
 
+	// Bare durations, as kubectl logs --since takes them, days included.
+	if got := c.ok("log", "cm/web", "--since", "1d", "-o", "json"); strings.Count(got, `"revision": `) != 3 {
+		t.Errorf("log --since 1d: want the 3 changes of the last day, got:\n%s", got)
+	}
+	if got := c.ok("log", "cm/web", "--until", "1d12h", "-o", "json"); strings.Contains(got, `"revision": `) {
+		t.Errorf("log --until 1d12h: want no change from before a day and a half ago, got:\n%s", got)
+	}
+
 	yaml := c.ok("get", "configmap/web", "--rev", fmt.Sprint(revs[0]))
 	for _, want := range []string{"apiVersion: v1\n", "kind: ConfigMap\n", "  color: blue\n", fmt.Sprintf("  resourceVersion: \"%d\"\n", revs[0]), "  uid: uid-web\n"} {
 		if !strings.Contains(yaml, want) {
@@ -216,6 +224,9 @@ func TestErrors(t *testing.T) {
 		{[]string{"log", "nope/web"}, []string{`the server doesn't have a resource type "nope"`}},
 		{[]string{"log", "cm/web", "-o", "wide"}, []string{`--output "wide"`}},
 		{[]string{"log"}, []string{"want one object: TYPE/NAME"}},
+		{[]string{"log", "cm/web", "--limit", "-1"}, []string{"--limit -1: want N >= 0 (0: every change)"}},
+		{[]string{"log", "cm/web", "--since", "1x"}, []string{`--since: time "1x"`, "or a duration like 1h, 2d"}},
+		{[]string{"deleted", "--since", "1y"}, []string{`--since: time "1y"`, "or a duration like 1h, 2d"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{[]string{"undelete", "namespace", "nothere"}, []string{"no history of namespace nothere"}},
 	} {
