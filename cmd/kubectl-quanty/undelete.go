@@ -24,8 +24,11 @@ var undeleteCmd = &command{
 	long: `Brings back a deleted namespace as it was just before its deletion began
 (or at TIME, which must be before that), then every object deleted from it
 since, as it was then, with its old uid: RBAC, ServiceAccounts, ConfigMaps
-and Secrets first, then the rest, workloads and Pods last, so that
-kube-apiserver's admission and the controllers accept each one.
+and Secrets first, then the rest, workloads and Pods last, so that what
+each one refers to is back before the controllers and kubelets act on it.
+Like every restore, the objects are written to the datastore, not through
+kube-apiserver: its admission (webhooks, quotas, Pod Security) never sees
+them, and they come back exactly as they were stored.
 
 Objects a controller recreates by itself are skipped, and named: anything
 with a controller owner (a ReplicaSet of a Deployment, the Pods of a
