@@ -84,6 +84,10 @@ func (h *historyAPI) restore(ctx context.Context, req *historypb.Request) (*hist
 // go on past the ones the caller may not read.
 var errForbidden = errors.New("forbidden")
 
+// errConflict marks a restore refused because the object is no longer in
+// the state the plugin showed (the request's if_mod_revision).
+var errConflict = errors.New("conflict")
+
 // forbiddenWhat reads kube-apiserver's wording of a refusal (which
 // pkg/apiagg uses too): the verb, resource, group and namespace refused.
 var forbiddenWhat = regexp.MustCompile(`cannot (\S+) resource "([^"]*)" in API group "([^"]*)"(?: in the namespace "([^"]*)")?`)
@@ -104,6 +108,8 @@ func explain(err error) error {
 	case "ServiceUnavailable":
 		return fmt.Errorf("the APIService %s is not available: kube-apiserver cannot reach QuantyKube's aggregated API (kubectl get apiservice %s says why): %s",
 			apiService, apiService, msg)
+	case "Conflict":
+		return fmt.Errorf("%w: %s", errConflict, strings.TrimPrefix(msg, "quantykube: "))
 	case "Expired":
 		return fmt.Errorf("outside the history QuantyKube retains (its --retain window), or in the future: %s", strings.TrimPrefix(msg, "quantykube: "))
 	case "Forbidden":

@@ -346,6 +346,41 @@ func TestRestoreSafety(t *testing.T) {
 	}
 }
 
+// A restore writes only over the state its diff showed: a change made
+// while the question was on the screen is kept, and the restore says to
+// run it again.
+func TestRestoreChangedSinceTheDiff(t *testing.T) {
+	c := newCluster(t)
+	key, revs, values := edits(t, c)
+	meanwhile := encode(t, configMap("shop", "web", "uid-web", map[string]string{"color": "black", "size": "XL"}))
+	put := &answerAfter{change: func() { c.put(key, meanwhile) }, answer: strings.NewReader("y\n")}
+	code, out, errOut := c.runIn(put, "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))
+	if code == 0 || !strings.Contains(errOut, "-  color: red\n+  color: blue\n") ||
+		!strings.Contains(errOut, "not restored: configmap/web in namespace shop changed since the diff; run it again") {
+		t.Fatalf("restore over a change made during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, meanwhile) {
+		t.Fatal("the restore overwrote the change made during the question")
+	}
+	// Run again, it shows that change and restores over it.
+	if code, out, errOut := c.run("y\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0])); code != 0 || !strings.Contains(errOut, "-  color: black\n") {
+		t.Fatalf("restore run again: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, values[0]) {
+		t.Fatal("the restore run again did not write")
+	}
+
+	// Deleted when the diff was shown, created again before the answer.
+	c.del(key)
+	put = &answerAfter{change: func() { c.put(key, meanwhile) }, answer: strings.NewReader("y\n")}
+	if code, out, errOut := c.runIn(put, "restore", "cm/web", "--rev", fmt.Sprint(revs[1])); code == 0 || !strings.Contains(errOut, "changed since the diff; run it again") {
+		t.Fatalf("restore over an object created during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, meanwhile) {
+		t.Fatal("the restore overwrote the object created during the question")
+	}
+}
+
 func TestExternalDiff(t *testing.T) {
 	c := newCluster(t)
 	edits(t, c)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -346,7 +347,12 @@ func (s *session) undelete(ctx context.Context, p *undeletePlan, o restoreOpts, 
 	for _, c := range all {
 		r := restoreResult{Object: c.String(), Key: c.key, Revision: p.at, Action: "create", DryRun: o.dryRun}
 		if !o.dryRun {
-			resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(c.key), Revision: p.at})
+			// Only where the object is still gone, as listed: one created
+			// again since is not overwritten.
+			resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(c.key), Revision: p.at, IfModRevision: proto.Int64(0)})
+			if errors.Is(err, errConflict) {
+				err = fmt.Errorf("created again since the list above, so not overwritten (%w)", err)
+			}
 			if err != nil {
 				if c.key == p.ns.key {
 					return fmt.Errorf("restoring namespace %s: %w", p.ns.obj.Name, err)
