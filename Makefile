@@ -79,7 +79,8 @@ proto-check: proto
 # Release archives of kubectl-quanty and quantykube for linux, darwin and
 # windows on amd64 and arm64 in dist/, and the krew manifest
 # plugins/quanty.yaml filled in as dist/quanty.yaml (scripts/dist.sh:
-# VERSION, DIST_URL, PLATFORMS).
+# VERSION, DIST_URL, PLATFORMS). Every archive carries LICENSE; a release
+# (VERSION given, or a tag at HEAD) fails without one.
 dist:
 	GO=$(GO) bash scripts/dist.sh
 

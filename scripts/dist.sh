@@ -6,23 +6,48 @@
 # dist/quanty.yaml.
 #
 # VERSION names the release (default: the tag at HEAD, else
-# v0.0.0-<commit>, since krew wants a semantic version); DIST_URL is where
-# the archives will be published (the manifest's uri); PLATFORMS="os/arch
-# ..." builds fewer (then no manifest is written: it must name them all).
+# v0.0.0-g<commit>, since krew wants a semantic version: the g keeps it one
+# when the short commit is all digits with a leading zero); both binaries
+# print it (version). DIST_URL is where the archives will be published
+# (the manifest's uri); PLATFORMS="os/arch ..." builds fewer (then no
+# manifest is written: it must name them all).
+#
+# Every archive carries LICENSE, which krew-index requires. The repository
+# has none yet, and choosing one is not this script's business: a release
+# (VERSION given, or a tag at HEAD) fails without it; a development build
+# says it is missing and goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-VERSION=${VERSION:-$(git describe --tags --exact-match 2>/dev/null || echo "v0.0.0-$(git rev-parse --short HEAD)")}
+tag=$(git describe --tags --exact-match 2>/dev/null || true)
+release=
+if [ -n "${VERSION:-}" ] || [ -n "$tag" ]; then
+	release=1
+fi
+VERSION=${VERSION:-${tag:-v0.0.0-g$(git rev-parse --short HEAD)}}
 DIST_URL=${DIST_URL:-https://github.com/quantyroot/quantykube/releases/download/$VERSION}
 PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64}
 OUT=dist
 
+license=
+if [ -f LICENSE ]; then
+	license=LICENSE
+elif [ -n "$release" ]; then
+	echo "dist: no LICENSE file at the repository root: a release ($VERSION) needs one in every archive (krew-index requires it); add the project's license and commit it" >&2
+	exit 1
+else
+	echo "dist: warning: no LICENSE file at the repository root: these archives carry none, and krew-index refuses them" >&2
+fi
+
 rm -rf "$OUT"
 mkdir -p "$OUT"
-# archive DIR FILE TGZ: FILE of DIR alone, with nothing of this machine
-# (owner, times) in it, so that the same binary gives the same sha256.
+# archive DIR TGZ FILE...: those files of DIR alone, with nothing of this
+# machine (owner, times) in them, so that the same binary gives the same
+# sha256.
 archive() {
-	tar -C "$1" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$2" | gzip -n >"$3"
+	local dir=$1 tgz=$2
+	shift 2
+	tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$@" | gzip -n >"$tgz"
 }
 # The template without its opening comment, which is about the template.
 manifest=$(sed '1,/^apiVersion:/{/^#/d}' plugins/quanty.yaml)
@@ -32,10 +57,13 @@ for p in $PLATFORMS; do
 	dir=$OUT/${os}_${arch}
 	mkdir -p "$dir"
 	echo "== $os/$arch"
-	GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$dir/kubectl-quanty$ext" ./cmd/kubectl-quanty
-	GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$dir/quantykube$ext" ./cmd/quantykube
-	archive "$dir" "kubectl-quanty$ext" "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz"
-	archive "$dir" "quantykube$ext" "$OUT/quantykube_${VERSION}_${os}_${arch}.tar.gz"
+	for cmd in kubectl-quanty quantykube; do
+		GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$dir/$cmd$ext" ./cmd/$cmd
+	done
+	[ -z "$license" ] || cp "$license" "$dir/"
+	# $license unquoted: no argument at all when there is none.
+	archive "$dir" "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz" "kubectl-quanty$ext" $license
+	archive "$dir" "$OUT/quantykube_${VERSION}_${os}_${arch}.tar.gz" "quantykube$ext" $license
 	sum=$(sha256sum "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz" | cut -d' ' -f1)
 	manifest=${manifest//@SHA256_${os}_${arch}@/$sum}
 done

@@ -90,6 +90,10 @@ var errForbidden = errors.New("forbidden")
 // resources meets it for some only.
 var errOutsideRetention = errors.New("outside the history QuantyKube retains (its --retain window)")
 
+// errConflict marks a restore refused because the object is no longer in
+// the state the plugin showed (the request's if_mod_revision).
+var errConflict = errors.New("conflict")
+
 // forbiddenWhat reads kube-apiserver's wording of a refusal (which
 // pkg/apiagg uses too): the verb, resource, group and namespace refused.
 var forbiddenWhat = regexp.MustCompile(`cannot (\S+) resource "([^"]*)" in API group "([^"]*)"(?: in the namespace "([^"]*)")?`)
@@ -110,6 +114,8 @@ func explain(err error) error {
 	case "ServiceUnavailable":
 		return fmt.Errorf("the APIService %s is not available: kube-apiserver cannot reach QuantyKube's aggregated API (kubectl get apiservice %s says why): %s",
 			apiService, apiService, msg)
+	case "Conflict":
+		return fmt.Errorf("%w: %s", errConflict, strings.TrimPrefix(msg, "quantykube: "))
 	case "Expired":
 		return fmt.Errorf("%w, or in the future: %s", errOutsideRetention, strings.TrimPrefix(msg, "quantykube: "))
 	case "Forbidden":

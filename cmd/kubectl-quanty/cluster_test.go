@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -123,12 +124,33 @@ func newClusterOn(t *testing.T, o mvcc.Options) *cluster {
 // status and what it printed.
 func (c *cluster) run(stdin string, args ...string) (int, string, string) {
 	c.t.Helper()
+	return c.runIn(strings.NewReader(stdin), args...)
+}
+
+// runIn is run with in as standard input.
+func (c *cluster) runIn(in io.Reader, args ...string) (int, string, string) {
+	c.t.Helper()
 	var out, errOut bytes.Buffer
-	p := &plugin{in: strings.NewReader(stdin), out: &out, errOut: &errOut, now: time.Now, loc: time.UTC}
+	p := &plugin{in: in, out: &out, errOut: &errOut, now: time.Now, loc: time.UTC}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := p.run(ctx, args)
 	return code, out.String(), errOut.String()
+}
+
+// answerAfter is standard input that answers only after change has run:
+// as if someone wrote while the question was on the screen.
+type answerAfter struct {
+	change func()
+	answer io.Reader
+}
+
+func (a *answerAfter) Read(p []byte) (int, error) {
+	if a.change != nil {
+		a.change()
+		a.change = nil
+	}
+	return a.answer.Read(p)
 }
 
 // ok runs the plugin and fails the test unless it exits 0.

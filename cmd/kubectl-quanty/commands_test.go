@@ -76,6 +76,14 @@ func TestConfigMapHistory(t *testing.T) {
 		t.Errorf("log --limit 1 printed:\n%s", got)
 	}
 
+	// Bare durations, as kubectl logs --since takes them, days included.
+	if got := c.ok("log", "cm/web", "--since", "1d", "-o", "json"); strings.Count(got, `"revision": `) != 3 {
+		t.Errorf("log --since 1d: want the 3 changes of the last day, got:\n%s", got)
+	}
+	if got := c.ok("log", "cm/web", "--until", "1d12h", "-o", "json"); strings.Contains(got, `"revision": `) {
+		t.Errorf("log --until 1d12h: want no change from before a day and a half ago, got:\n%s", got)
+	}
+
 	yaml := c.ok("get", "configmap/web", "--rev", fmt.Sprint(revs[0]))
 	for _, want := range []string{"apiVersion: v1\n", "kind: ConfigMap\n", "  color: blue\n", fmt.Sprintf("  resourceVersion: \"%d\"\n", revs[0]), "  uid: uid-web\n"} {
 		if !strings.Contains(yaml, want) {
@@ -219,6 +227,9 @@ func TestErrors(t *testing.T) {
 		{[]string{"log", "nope/web"}, []string{`the server doesn't have a resource type "nope"`}},
 		{[]string{"log", "cm/web", "-o", "wide"}, []string{`--output "wide"`}},
 		{[]string{"log"}, []string{"want one object: TYPE/NAME"}},
+		{[]string{"log", "cm/web", "--limit", "-1"}, []string{"--limit -1: want N >= 0 (0: every change)"}},
+		{[]string{"log", "cm/web", "--since", "1x"}, []string{`--since: time "1x"`, "or a duration like 1h, 2d"}},
+		{[]string{"deleted", "--since", "1y"}, []string{`--since: time "1y"`, "or a duration like 1h, 2d"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{[]string{"undelete", "namespace", "nothere"}, []string{"no history of namespace nothere"}},
 	} {
@@ -335,6 +346,41 @@ func TestRestoreSafety(t *testing.T) {
 	_, rRev := c.value(rsKey)
 	if dRev == 0 || rRev <= dRev {
 		t.Fatalf("owner restored at %d, the ReplicaSet at %d: want the owner first", dRev, rRev)
+	}
+}
+
+// A restore writes only over the state its diff showed: a change made
+// while the question was on the screen is kept, and the restore says to
+// run it again.
+func TestRestoreChangedSinceTheDiff(t *testing.T) {
+	c := newCluster(t)
+	key, revs, values := edits(t, c)
+	meanwhile := encode(t, configMap("shop", "web", "uid-web", map[string]string{"color": "black", "size": "XL"}))
+	put := &answerAfter{change: func() { c.put(key, meanwhile) }, answer: strings.NewReader("y\n")}
+	code, out, errOut := c.runIn(put, "restore", "cm/web", "--rev", fmt.Sprint(revs[0]))
+	if code == 0 || !strings.Contains(errOut, "-  color: red\n+  color: blue\n") ||
+		!strings.Contains(errOut, "not restored: configmap/web in namespace shop changed since the diff; run it again") {
+		t.Fatalf("restore over a change made during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, meanwhile) {
+		t.Fatal("the restore overwrote the change made during the question")
+	}
+	// Run again, it shows that change and restores over it.
+	if code, out, errOut := c.run("y\n", "restore", "cm/web", "--rev", fmt.Sprint(revs[0])); code != 0 || !strings.Contains(errOut, "-  color: black\n") {
+		t.Fatalf("restore run again: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, values[0]) {
+		t.Fatal("the restore run again did not write")
+	}
+
+	// Deleted when the diff was shown, created again before the answer.
+	c.del(key)
+	put = &answerAfter{change: func() { c.put(key, meanwhile) }, answer: strings.NewReader("y\n")}
+	if code, out, errOut := c.runIn(put, "restore", "cm/web", "--rev", fmt.Sprint(revs[1])); code == 0 || !strings.Contains(errOut, "changed since the diff; run it again") {
+		t.Fatalf("restore over an object created during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(key); !bytes.Equal(v, meanwhile) {
+		t.Fatal("the restore overwrote the object created during the question")
 	}
 }
 

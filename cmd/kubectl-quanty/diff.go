@@ -22,58 +22,124 @@ type edit struct {
 	a, b int
 }
 
-// diffLines is a shortest edit script from a to b (Myers' O((N+M)D)
-// algorithm).
-func diffLines(a, b []string) []edit {
+// maxDiffEdits bounds the edit distance diffLines searches for. Myers'
+// algorithm keeps the furthest point of every diagonal at every step, so
+// its memory grows with the square of the distance; past this bound the
+// changed lines are shown all removed, then all added, which is as
+// readable when that much changed.
+const maxDiffEdits = 2000
+
+// diffLines is an edit script from a to b: the shortest one (Myers'
+// O((N+M)D) algorithm) when at most maxDiffEdits lines are removed and
+// added, else one that keeps the unchanged first and last lines.
+func diffLines(a, b []string) []edit { return diffLinesUpTo(a, b, maxDiffEdits) }
+
+func diffLinesUpTo(a, b []string, maxD int) []edit {
+	// The common head and tail are kept as they are: the search then
+	// spends nothing on the lines around a change, which in an object's
+	// YAML are most of them.
+	head := 0
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+		tail++
+	}
+	ma, mb := a[head:len(a)-tail], b[head:len(b)-tail]
+	es := make([]edit, 0, len(a)+len(b)-head-tail)
+	for i := range head {
+		es = append(es, edit{' ', i, i})
+	}
+	mid, ok := myers(ma, mb, maxD)
+	if !ok {
+		mid = mid[:0]
+		for i := range ma {
+			mid = append(mid, edit{'-', i, 0})
+		}
+		for j := range mb {
+			mid = append(mid, edit{'+', len(ma), j})
+		}
+	}
+	for _, e := range mid {
+		es = append(es, edit{e.op, e.a + head, e.b + head})
+	}
+	for i := range tail {
+		es = append(es, edit{' ', len(a) - tail + i, len(b) - tail + i})
+	}
+	return es
+}
+
+// myers is the shortest edit script from a to b, or false when it takes
+// more than maxD removed and added lines. Step d keeps only its own
+// diagonals k = -d, -d+2, ..., d: fronts[d][(k+d)/2] is the furthest x
+// reached on diagonal k with d edits.
+func myers(a, b []string, maxD int) ([]edit, bool) {
 	n, m := len(a), len(b)
-	off := n + m + 1
-	v := make([]int, 2*off+1)
-	var trace [][]int
-	for d := 0; d <= n+m; d++ {
-		trace = append(trace, slices.Clone(v))
-		for k := -d; k <= d; k += 2 {
+	var fronts [][]int32
+	for d := 0; d <= min(n+m, maxD); d++ {
+		front := make([]int32, d+1)
+		for i := range front {
+			k := 2*i - d
 			var x int
-			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
-				x = v[off+k+1]
-			} else {
-				x = v[off+k-1] + 1
+			switch {
+			case d == 0:
+			case i == 0 || i < d && fronts[d-1][i-1] < fronts[d-1][i]:
+				x = int(fronts[d-1][i]) // down from diagonal k+1: an added line
+			default:
+				x = int(fronts[d-1][i-1]) + 1 // right from diagonal k-1: a removed line
 			}
 			y := x - k
 			for x < n && y < m && a[x] == b[y] {
 				x, y = x+1, y+1
 			}
-			v[off+k] = x
+			front[i] = int32(x)
 			if x >= n && y >= m {
-				return backtrack(trace, off, n, m)
+				return backtrack(append(fronts, front), n, m), true
 			}
 		}
+		fronts = append(fronts, front)
 	}
-	return nil // not reached: d = n+m always ends
+	return nil, false
 }
 
-func backtrack(trace [][]int, off, x, y int) []edit {
+// backtrack walks the fronts back from (x, y), the end of both texts, to
+// the start.
+func backtrack(fronts [][]int32, x, y int) []edit {
 	var es []edit
-	for d := len(trace) - 1; d >= 0; d-- {
-		v := trace[d]
-		k := x - y
-		prevK := k - 1
-		if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
-			prevK = k + 1
+	for d := len(fronts) - 1; d > 0; d-- {
+		i := (x - y + d) / 2
+		prev := fronts[d-1]
+		// The step came down from diagonal k+1 (prev[i]) or right from
+		// k-1 (prev[i-1]), as myers chose it.
+		down := i == 0 || i < d && prev[i-1] < prev[i]
+		var px, py int
+		if down {
+			px = int(prev[i])
+			py = px - (x - y + 1)
+		} else {
+			px = int(prev[i-1])
+			py = px - (x - y - 1)
 		}
-		prevX := v[off+prevK]
-		prevY := prevX - prevK
-		for x > prevX && y > prevY {
+		// The snake after the step, then the step itself.
+		sx := px
+		if !down {
+			sx++
+		}
+		for x > sx {
 			es = append(es, edit{' ', x - 1, y - 1})
 			x, y = x-1, y-1
 		}
-		if d > 0 {
-			if x == prevX {
-				es = append(es, edit{'+', x, y - 1})
-			} else {
-				es = append(es, edit{'-', x - 1, y})
-			}
+		if down {
+			es = append(es, edit{'+', x, y - 1})
+		} else {
+			es = append(es, edit{'-', x - 1, y})
 		}
-		x, y = prevX, prevY
+		x, y = px, py
+	}
+	for x > 0 {
+		es = append(es, edit{' ', x - 1, y - 1})
+		x, y = x-1, y-1
 	}
 	slices.Reverse(es)
 	return es

@@ -38,7 +38,7 @@ wrote back the exact value of an earlier revision (what restore does) is
 		key := keyFlag(fs)
 		since := fs.String("since", "", "only changes at or after TIME (or a duration: 1h means an hour ago)")
 		until := fs.String("until", "", "only changes at or before TIME (or a duration ago)")
-		limit := fs.Int("limit", 0, "only the N newest changes")
+		limit := fs.Int("limit", 0, "only the N newest changes (0: every change)")
 		reverse := fs.Bool("reverse", false, "oldest first")
 		out := outputFlag(fs, "table", "json", "yaml")
 		return func(ctx context.Context, s *session, args []string) error {
@@ -46,7 +46,7 @@ wrote back the exact value of an earlier revision (what restore does) is
 				return err
 			}
 			if *limit < 0 {
-				return fmt.Errorf("--limit %d: want N > 0", *limit)
+				return fmt.Errorf("--limit %d: want N >= 0 (0: every change)", *limit)
 			}
 			t, err := s.target(ctx, args, *key)
 			if err != nil {

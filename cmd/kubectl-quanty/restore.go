@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quantyroot/quantykube/proto/historypb"
@@ -142,7 +144,12 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	if !ok {
 		return r, fmt.Errorf("not restored")
 	}
-	resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(t.key), Revision: rev})
+	// Only over the state the diff showed: a change made while the
+	// question was read is not overwritten.
+	resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(t.key), Revision: rev, IfModRevision: proto.Int64(cur.GetModRevision())})
+	if errors.Is(err, errConflict) {
+		return r, fmt.Errorf("not restored: %s changed since the diff; run it again (%w)", t, err)
+	}
 	if err != nil {
 		return r, fmt.Errorf("restoring %s: %w", t, err)
 	}

@@ -180,11 +180,7 @@ func (p *point) request(key string, now time.Time, required bool) (*historypb.Re
 }
 
 func parseAt(s string, now time.Time) (int64, error) {
-	t, err := timearg.Parse(s, now)
-	if err != nil {
-		return 0, fmt.Errorf("--at: %w", err)
-	}
-	ms, err := timearg.UnixMs(t)
+	ms, err := timearg.ParseUnixMs(s, now)
 	if err != nil {
 		return 0, fmt.Errorf("--at: %w", err)
 	}
@@ -192,16 +188,9 @@ func parseAt(s string, now time.Time) (int64, error) {
 }
 
 // parseSince reads --since and --until: a TIME, or a bare duration as
-// kubectl logs --since takes it (1h: an hour ago).
+// kubectl logs --since takes it (1h: an hour ago; 2d: two days ago).
 func parseSince(flag, s string, now time.Time) (int64, error) {
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		s = "-" + s
-	}
-	t, err := timearg.Parse(s, now)
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
-	}
-	ms, err := timearg.UnixMs(t)
+	ms, err := timearg.SinceUnixMs(s, now)
 	if err != nil {
 		return 0, fmt.Errorf("--%s: %w", flag, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -24,8 +25,11 @@ var undeleteCmd = &command{
 	long: `Brings back a deleted namespace as it was just before its deletion began
 (or at TIME, which must be before that), then every object deleted from it
 since, as it was then, with its old uid: RBAC, ServiceAccounts, ConfigMaps
-and Secrets first, then the rest, workloads and Pods last, so that
-kube-apiserver's admission and the controllers accept each one.
+and Secrets first, then the rest, workloads and Pods last, so that what
+each one refers to is back before the controllers and kubelets act on it.
+Like every restore, the objects are written to the datastore, not through
+kube-apiserver: its admission (webhooks, quotas, Pod Security) never sees
+them, and they come back exactly as they were stored.
 
 Objects a controller recreates by itself are skipped, and named: anything
 with a controller owner (a ReplicaSet of a Deployment, the Pods of a
@@ -347,7 +351,12 @@ func (s *session) undelete(ctx context.Context, p *undeletePlan, o restoreOpts, 
 	for _, c := range all {
 		r := restoreResult{Object: c.String(), Key: c.key, Revision: p.at, Action: "create", DryRun: o.dryRun}
 		if !o.dryRun {
-			resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(c.key), Revision: p.at})
+			// Only where the object is still gone, as listed: one created
+			// again since is not overwritten.
+			resp, err := s.api.restore(ctx, &historypb.Request{Key: []byte(c.key), Revision: p.at, IfModRevision: proto.Int64(0)})
+			if errors.Is(err, errConflict) {
+				err = fmt.Errorf("created again since the list above, so not overwritten (%w)", err)
+			}
 			if err != nil {
 				if c.key == p.ns.key {
 					return fmt.Errorf("restoring namespace %s: %w", p.ns.obj.Name, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -208,6 +209,54 @@ func TestUndeleteNamespace(t *testing.T) {
 	}
 	if code, _, errOut := c.run("", "undelete", "namespace", "shop", "--yes"); code == 0 || !strings.Contains(errOut, "namespace shop is not deleted: it exists") {
 		t.Errorf("undelete of a namespace that exists: exit %d\n%s", code, errOut)
+	}
+}
+
+// undelete writes only where an object is still gone, as it listed it:
+// an object created again while the question was on the screen is left
+// as it is, and named; a namespace created again stops it.
+func TestUndeleteCreatedAgain(t *testing.T) {
+	c := newCluster(t)
+	nsKey, cmKey, secretKey := "/registry/namespaces/shop", "/registry/configmaps/shop/web", "/registry/secrets/shop/db"
+	nsBefore := encode(t, namespace(false))
+	c.put(nsKey, nsBefore)
+	c.put(cmKey, encode(t, configMap("shop", "web", "uid-cm", map[string]string{"color": "blue"})))
+	secret := encode(t, &corev1.Secret{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}, ObjectMeta: meta("shop", "db", "uid-db")})
+	c.put(secretKey, secret)
+	// As the namespace controller deletes: marked, emptied, deleted.
+	deleteAll := func() {
+		c.put(nsKey, encode(t, namespace(true)))
+		c.del(cmKey)
+		c.del(secretKey)
+		c.del(nsKey)
+	}
+	deleteAll()
+
+	cmAgain := encode(t, configMap("shop", "web", "uid-cm-2", map[string]string{"color": "red"}))
+	put := &answerAfter{change: func() { c.put(cmKey, cmAgain) }, answer: strings.NewReader("y\n")}
+	code, out, errOut := c.runIn(put, "undelete", "namespace", "shop")
+	if code == 0 || !strings.Contains(errOut, "error: restoring configmap/web: created again since the list above, so not overwritten") ||
+		!strings.Contains(errOut, "1 of 2 objects were not restored") {
+		t.Fatalf("undelete with a ConfigMap created during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for key, want := range map[string][]byte{nsKey: nsBefore, cmKey: cmAgain, secretKey: secret} {
+		if v, _ := c.value(key); !bytes.Equal(v, want) {
+			t.Errorf("%s is not as the undelete should leave it", key)
+		}
+	}
+
+	deleteAll()
+	nsAgain := encode(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: meta("", "shop", "uid-ns-2")})
+	put = &answerAfter{change: func() { c.put(nsKey, nsAgain) }, answer: strings.NewReader("y\n")}
+	code, out, errOut = c.runIn(put, "undelete", "namespace", "shop")
+	if code == 0 || !strings.Contains(errOut, "restoring namespace shop: created again since the list above, so not overwritten") {
+		t.Fatalf("undelete of a namespace created during the question: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if v, _ := c.value(nsKey); !bytes.Equal(v, nsAgain) {
+		t.Fatal("undelete overwrote the namespace created during the question")
+	}
+	if v, _ := c.value(secretKey); v != nil {
+		t.Fatal("undelete went on after the namespace")
 	}
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -199,24 +201,83 @@ func TestDiffLinesProperty(t *testing.T) {
 	}
 	for range 2000 {
 		a, b := lines(), lines()
-		var got []string
-		kept := 0
-		for _, e := range diffLines(a, b) {
-			switch e.op {
-			case ' ':
-				if a[e.a] != b[e.b] {
-					t.Fatalf("kept %q against %q", a[e.a], b[e.b])
-				}
-				got, kept = append(got, a[e.a]), kept+1
-			case '+':
-				got = append(got, b[e.b])
-			}
-		}
-		if !slices.Equal(got, b) && !(len(got) == 0 && len(b) == 0) {
-			t.Fatalf("diffLines(%q, %q) makes %q", a, b, got)
-		}
-		if kept != lcs(a, b) {
+		if kept := checkScript(t, a, b, diffLines(a, b)); kept != lcs(a, b) {
 			t.Fatalf("diffLines(%q, %q) keeps %d lines, the longest common subsequence has %d", a, b, kept, lcs(a, b))
+		}
+		// Past the bound on the edit distance, the script is longer but
+		// still right.
+		checkScript(t, a, b, diffLinesUpTo(a, b, r.IntN(4)))
+	}
+}
+
+// checkScript fails t unless es turns a into b, every line of a and of b
+// in order, and returns how many lines it keeps.
+func checkScript(t *testing.T, a, b []string, es []edit) int {
+	t.Helper()
+	var got []string
+	kept, ia, ib := 0, 0, 0
+	for _, e := range es {
+		switch e.op {
+		case ' ':
+			if e.a != ia || e.b != ib || a[e.a] != b[e.b] {
+				t.Fatalf("diff of %d and %d lines: kept line %d (%q) as line %d (%q), at lines %d and %d", len(a), len(b), e.a, a[e.a], e.b, b[e.b], ia, ib)
+			}
+			got, kept, ia, ib = append(got, a[e.a]), kept+1, ia+1, ib+1
+		case '-':
+			if e.a != ia || e.b != ib {
+				t.Fatalf("diff of %d and %d lines: removed line %d at %d, %d, want %d, %d", len(a), len(b), e.a, e.a, e.b, ia, ib)
+			}
+			ia++
+		case '+':
+			if e.a != ia || e.b != ib {
+				t.Fatalf("diff of %d and %d lines: added line %d at %d, %d, want %d, %d", len(a), len(b), e.b, e.a, e.b, ia, ib)
+			}
+			got, ib = append(got, b[e.b]), ib+1
+		}
+	}
+	if ia != len(a) || !slices.Equal(got, b) && !(len(got) == 0 && len(b) == 0) {
+		t.Fatalf("the diff of %d and %d lines goes through %d lines of the first and makes %d lines, not the second", len(a), len(b), ia, len(got))
+	}
+	return kept
+}
+
+// The memory of a diff grows with the square of the edit distance, which
+// maxDiffEdits bounds, not with the distance times the length: an object
+// of thousands of changed lines can still be diffed, so restored.
+func TestDiffLinesMemory(t *testing.T) {
+	numbered := func(prefix string, n int) []string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = fmt.Sprintf("%s %d", prefix, i)
+		}
+		return s
+	}
+	scattered := numbered("line", 20000)
+	for i := 20; i < len(scattered); i += 40 {
+		scattered[i] = "changed"
+	}
+	const bound = 16 << 20
+	for _, c := range []struct {
+		name string
+		a, b []string
+		kept int // the longest common subsequence
+	}{
+		{"4000 lines, all changed", numbered("a", 4000), numbered("b", 4000), 0},
+		{"20000 lines, 500 changed", numbered("line", 20000), scattered, 19500},
+		{"a line added to 20000", numbered("line", 20000), append(numbered("line", 20000), "new"), 20000},
+	} {
+		var es []edit
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		es = diffLines(c.a, c.b)
+		runtime.ReadMemStats(&after)
+		if kept := checkScript(t, c.a, c.b, es); kept != c.kept {
+			t.Errorf("%s: the diff keeps %d lines, want %d", c.name, kept, c.kept)
+		}
+		n := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %d KiB allocated", c.name, n>>10)
+		if n > bound {
+			t.Errorf("%s: the diff allocated %d MiB, want at most %d", c.name, n>>20, bound>>20)
 		}
 	}
 }

@@ -344,13 +344,11 @@ func (p *pointFlags) apply(fs *pflag.FlagSet, req *historypb.Request, now time.T
 		}
 		req.Revision = p.rev
 	case atSet:
-		t, err := timearg.Parse(p.at, now)
+		ms, err := timearg.ParseUnixMs(p.at, now)
 		if err != nil {
 			return fmt.Errorf("--at: %w", err)
 		}
-		if req.UnixMs, err = timearg.UnixMs(t); err != nil {
-			return fmt.Errorf("--at: %w", err)
-		}
+		req.UnixMs = ms
 	case !optional:
 		return errors.New("want --rev N or --at TIME")
 	}
@@ -444,13 +442,11 @@ func (h *historyCmd) log(args []string) error {
 		}
 		req.Revision = rev
 	case fs.Changed("since"):
-		t, err := timearg.Parse(since, h.now())
+		ms, err := timearg.ParseUnixMs(since, h.now())
 		if err != nil {
 			return fmt.Errorf("--since: %w", err)
 		}
-		if req.UnixMs, err = timearg.UnixMs(t); err != nil {
-			return fmt.Errorf("--since: %w", err)
-		}
+		req.UnixMs = ms
 	}
 	if fs.Changed("limit") && limit <= 0 {
 		return fmt.Errorf("--limit %d: want a count > 0", limit)

@@ -16,10 +16,15 @@ import (
 
 const versionUsage = `quantykube version
 
-Prints the build's version, the commit it was built from (with "(modified)"
-when the tree had changes), the commit's time, the Go version and the etcd
-API version served. A binary built without VCS information (go build
+Prints the build's version (a release's, as make dist names it), the
+commit it was built from (with "(modified)" when the tree had changes), the
+commit's time, the Go version and the etcd API version served. A binary built without VCS information (go build
 -buildvcs=false, or outside a checkout) says "unknown".`
+
+// version names a release, set by make dist (-ldflags -X
+// main.version=...) as in kubectl-quanty: the toolchain records a
+// pseudo-version there, not the release's name.
+var version string
 
 // buildInfo is what version prints.
 type buildInfo struct {
@@ -61,8 +66,15 @@ func (b buildInfo) write(w io.Writer) {
 	fmt.Fprintf(w, "quantykube %s\ncommit:   %s\nbuilt:    %s\ngo:       %s\netcd API: %s\n", b.Version, commit, b.Time, b.Go, server.Version)
 }
 
-// currentBuild is this binary's build information.
-func currentBuild() buildInfo { return readBuildInfo(debug.ReadBuildInfo()) }
+// currentBuild is this binary's build information, with the release's
+// version when make dist set one.
+func currentBuild() buildInfo {
+	b := readBuildInfo(debug.ReadBuildInfo())
+	if version != "" {
+		b.Version = version
+	}
+	return b
+}
 
 func versionMain(args []string, stdout io.Writer) error {
 	fs := newFlagSet(versionUsage)

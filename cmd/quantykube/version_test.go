@@ -50,3 +50,15 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("quantykube version:\n%s", out)
 	}
 }
+
+// make dist names the release (-ldflags -X main.version=...): version
+// prints that name, not the pseudo-version the toolchain records.
+func TestReleaseVersion(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = "v1.2.3"
+	var out bytes.Buffer
+	currentBuild().write(&out)
+	if !strings.HasPrefix(out.String(), "quantykube v1.2.3\n") {
+		t.Fatalf("quantykube version:\n%s", out.String())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -393,6 +394,44 @@ func TestRestoreVerbs(t *testing.T) {
 	}
 	if n := strings.Count(e.audit.String(), "audit: restore"); n != 3 || !strings.Contains(e.audit.String(), "user=carol") {
 		t.Errorf("%d restores audited:\n%s", n, e.audit.String())
+	}
+}
+
+// A restore whose if_mod_revision the key no longer has is 409 Conflict,
+// naming the state the key is in, and writes nothing; the state is told
+// only to a caller who may make the change.
+func TestRestoreIfModRevision(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/configmaps/ns1/app"
+	first := e.put(key, "v1")
+	second := e.put(key, "v2")
+	e.grants.allow["carol"] = []string{"update configmaps app in namespace ns1"}
+	restore := func(user string, ifMod int64) (int, []byte) {
+		body, err := proto.Marshal(&historypb.Request{Key: []byte(key), Revision: first, IfModRevision: proto.Int64(ifMod)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, b, _ := e.as(e.proxy, "POST", base+"/restores", body, user)
+		return code, b
+	}
+	// carol saw the key before v2 was written.
+	code, b := restore("carol", first)
+	if code != http.StatusConflict {
+		t.Fatalf("restore over a changed key: %d %q, want 409", code, b)
+	}
+	if st := status(t, b); st.Reason != metav1.StatusReasonConflict || !strings.Contains(st.Message, fmt.Sprintf("it is at mod_revision %d, not at mod_revision %d", second, first)) {
+		t.Fatalf("restore over a changed key: %+v", st)
+	}
+	if code, b := restore("bob", first); code != http.StatusForbidden || strings.Contains(string(b), "mod_revision") {
+		t.Fatalf("restore as bob, who may not update: %d %s", code, b)
+	}
+	if e.store.Rev() != second {
+		t.Fatal("a refused restore wrote")
+	}
+	code, b = restore("carol", second)
+	var rr historypb.RestoreResponse
+	if code != http.StatusOK || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != second+1 || string(rr.Kv.GetValue()) != "v1" {
+		t.Fatalf("restore over the key as carol saw it: %d %s", code, b)
 	}
 }
 

@@ -86,6 +86,14 @@ func checkWhen(r *historypb.Request) error {
 	return nil
 }
 
+// restoreOnly refuses if_mod_revision outside Restore.
+func restoreOnly(r *historypb.Request) error {
+	if r.IfModRevision != nil {
+		return invalid("if_mod_revision is for Restore only")
+	}
+	return nil
+}
+
 // readRevision resolves a request's revision or unix_ms (or neither: now).
 func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64, error) {
 	if len(r.Key) == 0 {
@@ -107,6 +115,9 @@ func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64
 func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
 	if len(r.RangeEnd) != 0 {
 		return nil, invalid("range_end is for Log only")
+	}
+	if err := restoreOnly(r); err != nil {
+		return nil, err
 	}
 	if len(r.Key) > 0 && r.UnixMs > 0 && r.Revision == 0 {
 		rev, kv, err := s.store.KeyAtTime(ctx, r.Key, r.UnixMs)
@@ -133,6 +144,9 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 		return nil, invalid("key is required")
 	}
 	if err := checkWhen(r); err != nil {
+		return nil, err
+	}
+	if err := restoreOnly(r); err != nil {
 		return nil, err
 	}
 	var limit int
@@ -199,7 +213,9 @@ func parseContinue(tok string) (mvcc.LogCursor, error) {
 }
 
 // Restore writes the key back as it was, through the same write path as
-// every etcd write. A key that already has that state is left alone.
+// every etcd write. A key that already has that state is left alone. With
+// if_mod_revision, only a key still at that mod_revision is restored (or
+// found already as it was).
 func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb.RestoreResponse, error) {
 	return s.RestoreChecked(ctx, r, nil)
 }
@@ -219,6 +235,9 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 	}
 	if r.Revision == 0 && r.UnixMs == 0 {
 		return nil, invalid("give the revision or unix_ms to restore from")
+	}
+	if r.GetIfModRevision() < 0 {
+		return nil, invalid("if_mod_revision must not be negative")
 	}
 	rev, err := s.readRevision(ctx, r)
 	if err != nil {
@@ -248,6 +267,9 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 				return nil, err
 			}
 		}
+		if err := unchanged(r, now); err != nil {
+			return nil, err
+		}
 		var curMod int64
 		if now != nil {
 			curMod = now.ModRevision
@@ -262,7 +284,7 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: old.Value}}}
 		}
 		// Only over the state just read: a concurrent writer wins, and the
-		// restore looks again.
+		// restore looks again (with if_mod_revision, to refuse).
 		txn, err := s.store.Txn(ctx, &pb.TxnRequest{
 			Compare: []*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}},
 			Success: []*pb.RequestOp{op},
@@ -284,4 +306,28 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 		}
 	}
 	return nil, status.Errorf(codes.Aborted, "quantykube: %q kept changing during the restore; try again", r.Key)
+}
+
+// unchanged refuses a restore whose if_mod_revision the key's state now
+// (cur, nil if absent) does not have: the caller decided on a state that
+// is gone.
+func unchanged(r *historypb.Request, cur *mvccpb.KeyValue) error {
+	if r.IfModRevision == nil {
+		return nil
+	}
+	want, mod := *r.IfModRevision, int64(0)
+	if cur != nil {
+		mod = cur.ModRevision
+	}
+	if mod == want {
+		return nil
+	}
+	state := func(mod int64) string {
+		if mod == 0 {
+			return "absent"
+		}
+		return fmt.Sprintf("at mod_revision %d", mod)
+	}
+	return status.Errorf(codes.Aborted, "quantykube: %q changed since it was read: it is %s, not %s (if_mod_revision %d); nothing was restored",
+		r.Key, state(mod), state(want), want)
 }

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/proto/historypb"
@@ -37,7 +38,10 @@ type fakeStore struct {
 
 	current *mvccpb.KeyValue // what Range finds
 	fails   int              // Txns whose compare fails before one succeeds
-	txns    []*pb.TxnRequest
+	// What a failed Txn's writer left, if it is not current: what Range
+	// finds from then on.
+	writer *mvccpb.KeyValue
+	txns   []*pb.TxnRequest
 }
 
 func (f *fakeStore) called(format string, args ...any) {
@@ -92,6 +96,9 @@ func (f *fakeStore) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, e
 	f.txns = append(f.txns, r)
 	if f.fails > 0 {
 		f.fails--
+		if f.writer != nil {
+			f.current = f.writer
+		}
 		return &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: f.rev}}, nil
 	}
 	f.rev++
@@ -138,6 +145,9 @@ func TestRequestValidation(t *testing.T) {
 		{"Restore", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Restore", &historypb.Request{Key: key, Revision: -3}, "must not be negative"},
 		{"Restore", &historypb.Request{Key: key, UnixMs: -3}, "must not be negative"},
+		{"Restore", &historypb.Request{Key: key, Revision: 3, IfModRevision: proto.Int64(-1)}, "if_mod_revision must not be negative"},
+		{"Get", &historypb.Request{Key: key, IfModRevision: proto.Int64(0)}, "if_mod_revision is for Restore only"},
+		{"Log", &historypb.Request{Key: key, IfModRevision: proto.Int64(5)}, "if_mod_revision is for Restore only"},
 	} {
 		t.Run(fmt.Sprintf("%s %v", tc.method, tc.r), func(t *testing.T) {
 			f := &fakeStore{rev: 10}
@@ -454,6 +464,67 @@ func TestRestore(t *testing.T) {
 				if len(txn.Success) != 1 || got != tc.write {
 					t.Fatalf("wrote %v, want %s", txn.Success, tc.write)
 				}
+			}
+		})
+	}
+}
+
+// With if_mod_revision, a restore writes only over the state the caller
+// saw: the key at that mod_revision, or absent for 0. Any other state,
+// even one the restore would leave as it is, and a change between the
+// read and the write, refuse it as ABORTED with nothing written.
+func TestRestoreIfModRevision(t *testing.T) {
+	old := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 4}
+	changed := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v2"), ModRevision: 8}
+	same := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v1"), ModRevision: 9}
+	for _, tc := range []struct {
+		name    string
+		old     *mvccpb.KeyValue // the key at revision 4
+		current *mvccpb.KeyValue
+		writer  *mvccpb.KeyValue // the state a writer in between leaves
+		ifMod   int64
+		refused string // the start of the refusal, "" to restore
+		txns    int
+	}{
+		{name: "at it", old: old, current: changed, ifMod: 8, txns: 1},
+		{name: "absent as wanted", old: old, ifMod: 0, txns: 1},
+		{name: "already as it was, at it", old: old, current: same, ifMod: 9},
+		{name: "changed since", old: old, current: changed, ifMod: 7, refused: `"k" changed since it was read: it is at mod_revision 8, not at mod_revision 7 (if_mod_revision 7)`},
+		{name: "created since", old: old, current: changed, ifMod: 0, refused: "it is at mod_revision 8, not absent (if_mod_revision 0)"},
+		{name: "deleted since", old: nil, ifMod: 8, refused: "it is absent, not at mod_revision 8"},
+		{name: "already as it was, but changed since", old: old, current: same, ifMod: 8, refused: "it is at mod_revision 9, not at mod_revision 8"},
+		{name: "a writer in between", old: old, current: changed, writer: same, ifMod: 8, refused: "it is at mod_revision 9, not at mod_revision 8", txns: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeStore{rev: 10, kvAt: map[int64]*mvccpb.KeyValue{4: tc.old}, current: tc.current, writer: tc.writer}
+			if tc.writer != nil {
+				f.fails = 1
+			}
+			checks := 0
+			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) error { checks++; return nil }
+			resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4, IfModRevision: proto.Int64(tc.ifMod)}, check)
+			if tc.refused != "" {
+				wantStatus(t, err, codes.Aborted, tc.refused)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.txns) != tc.txns {
+				t.Fatalf("%d Txns, want %d", len(f.txns), tc.txns)
+			}
+			if tc.txns > 0 && f.txns[0].Compare[0].GetModRevision() != tc.ifMod {
+				t.Fatalf("compare %v, want mod_revision = %d", f.txns[0].Compare, tc.ifMod)
+			}
+			if tc.refused == "" && tc.txns > 0 && resp.NewRevision != 11 {
+				t.Fatalf("new revision %d, want 11", resp.NewRevision)
+			}
+			// The caller's access is checked before each attempt, so
+			// before anything is said about the key's state.
+			attempts := 1
+			if tc.writer != nil {
+				attempts = 2
+			}
+			if checks != attempts {
+				t.Fatalf("%d access checks, want %d", checks, attempts)
 			}
 		})
 	}

@@ -32,7 +32,11 @@ var relDays = regexp.MustCompile(`^([+-])(\d+)d(.*)$`)
 // fractional seconds allowed), a local date-time without a zone
 // (2024-05-01 12:00:00), "now", or a signed duration relative to now
 // (-15m, -2h, -1h30m, -2d, +5m).
-func Parse(s string, now time.Time) (time.Time, error) {
+func Parse(s string, now time.Time) (time.Time, error) { return parse(s, now, false) }
+
+// parse is Parse; ago also takes a bare duration (1h, 2d, 1d12h) as that
+// long ago, as kubectl logs --since does.
+func parse(s string, now time.Time, ago bool) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case s == "":
@@ -54,8 +58,17 @@ func Parse(s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	if _, err := time.ParseDuration(s); err == nil {
-		return time.Time{}, fmt.Errorf("time %q: a relative time needs a sign: -%s means %s ago", s, s, s)
+	// A bare duration: its digits first, so no absolute time above is one.
+	if s[0] >= '0' && s[0] <= '9' {
+		if d, err := parseRelative("-" + s); err == nil {
+			if ago {
+				return now.Add(d), nil
+			}
+			return time.Time{}, fmt.Errorf("time %q: a relative time needs a sign: -%s means %s ago", s, s, s)
+		}
+	}
+	if ago {
+		return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2024-05-01T12:00:00Z), a relative time like -15m, or a duration like 1h, 2d, 1d12h (that long ago)", s)
 	}
 	return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2024-05-01T12:00:00Z) or a relative time like -15m, -1h30m, -2d", s)
 }
@@ -99,6 +112,21 @@ func UnixMs(t time.Time) (int64, error) {
 		return 0, fmt.Errorf("time %s is not after 1970-01-01T00:00:00Z", t.Format(time.RFC3339))
 	}
 	return ms, nil
+}
+
+// ParseUnixMs reads a TIME argument (Parse) as a request's unix_ms
+// (UnixMs).
+func ParseUnixMs(s string, now time.Time) (int64, error) { return unixMsOf(parse(s, now, false)) }
+
+// SinceUnixMs is ParseUnixMs for flags that, as kubectl logs --since,
+// also take a bare duration: 1h, 2d and 1d12h mean that long ago.
+func SinceUnixMs(s string, now time.Time) (int64, error) { return unixMsOf(parse(s, now, true)) }
+
+func unixMsOf(t time.Time, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return UnixMs(t)
 }
 
 // Format renders a commit time in RFC 3339 with milliseconds in loc.

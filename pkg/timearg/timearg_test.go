@@ -46,6 +46,7 @@ func TestParse(t *testing.T) {
 	bad := map[string]string{
 		"":                     "empty",
 		"15m":                  "needs a sign: -15m",
+		"2d":                   "needs a sign: -2d",
 		"-":                    "relative",
 		"--15m":                "one sign",
 		"-+15m":                "one sign",
@@ -77,6 +78,55 @@ func TestUnixMs(t *testing.T) {
 	for _, tm := range []time.Time{time.Unix(0, 0), time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC)} {
 		if _, err := UnixMs(tm); err == nil {
 			t.Errorf("UnixMs(%v): want an error (0 would mean now)", tm)
+		}
+	}
+}
+
+func TestParseUnixMs(t *testing.T) {
+	now := time.UnixMilli(1741600000123)
+	if ms, err := ParseUnixMs("-1s", now); err != nil || ms != 1741599999123 {
+		t.Fatalf("ParseUnixMs(-1s) = %d, %v", ms, err)
+	}
+	for in, want := range map[string]string{
+		"yesterday":            "RFC 3339",
+		"1970-01-01T00:00:00Z": "not after 1970",
+		"-30000d":              "not after 1970",
+	} {
+		if _, err := ParseUnixMs(in, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseUnixMs(%q) error = %v, want one containing %q", in, err, want)
+		}
+	}
+}
+
+// A --since flag takes a bare duration as kubectl logs --since does, with
+// days as every relative time; whatever else it takes is a TIME.
+func TestSinceUnixMs(t *testing.T) {
+	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"1h":                   now.Add(-time.Hour),
+		"90s":                  now.Add(-90 * time.Second),
+		"1d":                   now.Add(-24 * time.Hour),
+		" 1d12h ":              now.Add(-36 * time.Hour),
+		"-2d":                  now.Add(-48 * time.Hour),
+		"+5m":                  now.Add(5 * time.Minute),
+		"now":                  now,
+		"2025-03-10":           time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC),
+		"2025-03-09T10:00:00Z": time.Date(2025, 3, 9, 10, 0, 0, 0, time.UTC),
+	} {
+		ms, err := SinceUnixMs(in, now)
+		if err != nil || ms != want.UnixMilli() {
+			t.Errorf("SinceUnixMs(%q) = %d, %v; want %d (%s)", in, ms, err, want.UnixMilli(), want.Format(time.RFC3339))
+		}
+	}
+	for in, want := range map[string]string{
+		"1x":      "or a duration like 1h, 2d, 1d12h (that long ago)",
+		"1d-2h":   "or a duration like 1h",
+		"30000d":  "not after 1970",
+		"":        "empty",
+		"2025-13": "or a duration like 1h",
+	} {
+		if _, err := SinceUnixMs(in, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SinceUnixMs(%q) error = %v, want one containing %q", in, err, want)
 		}
 	}
 }

@@ -43,7 +43,13 @@ type Request struct {
 	// 10000). A response also stops short of 3 MiB.
 	Limit int64 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Log: the continue token of the previous page; empty for the first.
-	Continue      string `protobuf:"bytes,6,opt,name=continue,proto3" json:"continue,omitempty"`
+	Continue string `protobuf:"bytes,6,opt,name=continue,proto3" json:"continue,omitempty"`
+	// Restore: write only if the key's mod_revision is still this (0: only
+	// if the key is absent), else answer ABORTED and write nothing; unset:
+	// whatever the key holds. A client that showed the key's state before
+	// asking sends the mod_revision it showed, so that a change made since
+	// is not overwritten.
+	IfModRevision *int64 `protobuf:"varint,7,opt,name=if_mod_revision,json=ifModRevision,proto3,oneof" json:"if_mod_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -118,6 +124,13 @@ func (x *Request) GetContinue() string {
 		return x.Continue
 	}
 	return ""
+}
+
+func (x *Request) GetIfModRevision() int64 {
+	if x != nil && x.IfModRevision != nil {
+		return *x.IfModRevision
+	}
+	return 0
 }
 
 type LogEntry struct {
@@ -386,14 +399,16 @@ var File_history_proto protoreflect.FileDescriptor
 const file_history_proto_rawDesc = "" +
 	"\n" +
 	"\rhistory.proto\x12\n" +
-	"quantykube\x1a\bkv.proto\"\x9f\x01\n" +
+	"quantykube\x1a\bkv.proto\"\xe0\x01\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x17\n" +
 	"\aunix_ms\x18\x04 \x01(\x03R\x06unixMs\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x03R\x05limit\x12\x1a\n" +
-	"\bcontinue\x18\x06 \x01(\tR\bcontinue\"\xa6\x01\n" +
+	"\bcontinue\x18\x06 \x01(\tR\bcontinue\x12+\n" +
+	"\x0fif_mod_revision\x18\a \x01(\x03H\x00R\rifModRevision\x88\x01\x01B\x12\n" +
+	"\x10_if_mod_revision\"\xa6\x01\n" +
 	"\bLogEntry\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x17\n" +
 	"\aunix_ms\x18\x02 \x01(\x03R\x06unixMs\x12\x18\n" +
@@ -461,6 +476,7 @@ func file_history_proto_init() {
 	if File_history_proto != nil {
 		return
 	}
+	file_history_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
