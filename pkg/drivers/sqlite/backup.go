@@ -28,7 +28,8 @@ type BackupInfo struct {
 // transaction never blocks the server's writer (only checkpoints wait for
 // it). VACUUM INTO copies what that one transaction sees, compacted; the
 // copy is written beside dest, checked (PRAGMA integrity_check), synced and
-// then renamed to dest, so dest is either absent or a whole backup.
+// then renamed to dest, so dest is either absent or a whole backup. Like
+// the store, the backup is readable by its owner only.
 func (d *Dialect) Backup(ctx context.Context, dest string) (BackupInfo, error) {
 	if _, err := os.Stat(d.Path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup: %w", err)
@@ -40,14 +41,7 @@ func (d *Dialect) Backup(ctx context.Context, dest string) (BackupInfo, error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return BackupInfo{}, fmt.Errorf("backup: %w", err)
 	}
-	db, err := OpenReadOnly(d.Path)
-	if err != nil {
-		return BackupInfo{}, fmt.Errorf("backup: %w", err)
-	}
-	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
-	db.Close()
-	if err != nil {
-		os.Remove(tmp)
+	if err := vacuumInto(ctx, d.Path, tmp); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup: copy %s: %w", d.Path, err)
 	}
 	info, err := d.Verify(ctx, tmp)
@@ -150,6 +144,37 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(1)
 	return db, nil
+}
+
+// vacuumInto writes a compacted copy of the database from (its WAL
+// included) to the new file to, made 0600: SQLite would give it the
+// default mode, readable by everyone. VACUUM INTO takes an existing file
+// only when it is empty, which createPrivate makes it. On failure to is
+// removed.
+func vacuumInto(ctx context.Context, from, to string) error {
+	if err := createPrivate(to); err != nil {
+		return err
+	}
+	db, err := OpenReadOnly(from)
+	if err == nil {
+		_, err = db.ExecContext(ctx, `VACUUM INTO ?`, to)
+		db.Close()
+	}
+	if err != nil {
+		os.Remove(to)
+		return err
+	}
+	return nil
+}
+
+// createPrivate creates path, empty and readable by its owner only; it
+// must not exist.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func copyFile(from, to string) error {

@@ -1,0 +1,78 @@
+//go:build unix
+
+package sqlite_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// withUmask runs the test under umask 022, the usual one, whatever the
+// environment's: files made with the default mode would be world-readable.
+func withUmask(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+}
+
+func dialect(t *testing.T, path string) *sqlite.Dialect {
+	t.Helper()
+	d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func openStore(t *testing.T, path string) *mvcc.Store {
+	t.Helper()
+	s, err := mvcc.Open(context.Background(), dialect(t, path), mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func put(t *testing.T, s *mvcc.Store, key, value string) {
+	t.Helper()
+	op := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: []byte(value)}}}
+	if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{op}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantPrivate fails unless path exists with mode 0600: the database holds
+// every Secret of the cluster.
+func wantPrivate(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := st.Mode().Perm(); mode != 0o600 {
+		t.Errorf("%s has mode %#o, want 0600", filepath.Base(path), mode)
+	}
+}
+
+// A backup is readable by its owner only, like the store it copies.
+func TestBackupFileIsPrivate(t *testing.T) {
+	withUmask(t)
+	dir := t.TempDir()
+	s := openStore(t, filepath.Join(dir, "state.db"))
+	put(t, s, "/registry/secrets/default/s", "secret")
+	d := dialect(t, filepath.Join(dir, "state.db"))
+	dest := filepath.Join(dir, "backup.db")
+	if _, err := d.Backup(context.Background(), dest); err != nil {
+		t.Fatal(err)
+	}
+	wantPrivate(t, dest)
+}
