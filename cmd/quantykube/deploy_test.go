@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -128,6 +129,21 @@ func TestKubeadmStaticPod(t *testing.T) {
 	clientCert, clientKey := ca.Issue(t, framework.CertSpec{CommonName: "kube-apiserver-etcd-client", Client: true})
 	metrics := framework.FreeAddr(t)
 	raw := serveArgs(t, c.Command, strings.NewReplacer())
+	// The database's directory is the operator's, made 0700: a hostPath
+	// the kubelet creates is 0755.
+	dbDir := filepath.Dir(strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"))
+	dbVolumes := 0
+	for _, v := range pod.Spec.Volumes {
+		if hp := v.HostPath; hp != nil && hp.Path == dbDir {
+			dbVolumes++
+			if hp.Type == nil || *hp.Type != corev1.HostPathDirectory {
+				t.Errorf("volume %s mounts the database directory %s with type %v, want Directory", v.Name, dbDir, hp.Type)
+			}
+		}
+	}
+	if dbVolumes != 1 {
+		t.Errorf("%d volumes mount the database directory %s, want 1", dbVolumes, dbDir)
+	}
 	for _, p := range []string{raw.cfg.ServerTLSConfig.CertFile, raw.cfg.ServerTLSConfig.KeyFile, raw.cfg.ServerTLSConfig.TrustedCAFile, strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"), c.Command[0]} {
 		if !mounted(p) {
 			t.Errorf("%s is not in a volume the container mounts", p)

@@ -54,13 +54,7 @@ func put(t *testing.T, s *mvcc.Store, key, value string) {
 // every Secret of the cluster.
 func wantPrivate(t *testing.T, path string) {
 	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode := st.Mode().Perm(); mode != 0o600 {
-		t.Errorf("%s has mode %#o, want 0600", filepath.Base(path), mode)
-	}
+	wantMode(t, path, 0o600)
 }
 
 // A backup is readable by its owner only, like the store it copies.
@@ -75,4 +69,29 @@ func TestBackupFileIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPrivate(t, dest)
+}
+
+// A new store's database, its WAL and shared-memory file, and its lock are
+// readable by their owner only: SQLite gives the WAL and shared memory the
+// database's mode.
+func TestStoreFilesArePrivate(t *testing.T) {
+	withUmask(t)
+	path := filepath.Join(t.TempDir(), "db", "state.db")
+	s := openStore(t, path)
+	put(t, s, "/registry/secrets/default/s", "secret")
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-lock"} {
+		wantPrivate(t, p)
+	}
+	wantMode(t, filepath.Dir(path), 0o700)
+}
+
+func wantMode(t *testing.T, path string, want os.FileMode) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := st.Mode().Perm(); mode != want {
+		t.Errorf("%s has mode %#o, want %#o", filepath.Base(path), mode, want)
+	}
 }

@@ -5,6 +5,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -72,6 +73,13 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	}
 	if d.lock, err = lockFile(d.realPath() + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
+	// The database holds every Secret: made 0600 here, since SQLite would
+	// make it 0644. Its WAL and shared memory take its mode (SQLite on
+	// Unix gives them the database file's permissions).
+	if err := createPrivate(d.Path); err != nil && !errors.Is(err, os.ErrExist) {
+		d.Close()
+		return nil, nil, fmt.Errorf("sqlite: create %s: %w", d.Path, err)
 	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
 	if err != nil {
