@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -90,9 +89,12 @@ func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
 
 // Restore makes the backup file the database, after checking it (Verify).
 // It holds the database's lock meanwhile, so it refuses while a server
-// runs on the database, and no server starts on a half-restored file. An
+// runs on the database, and no server starts on a half-restored file. The
+// restored database is a copy of file made as Backup makes one (VACUUM
+// INTO, 0600), so that it includes what a WAL beside file holds. An
 // existing database is replaced only when replace is set; its WAL goes with
-// it, since SQLite would replay that WAL into the restored file.
+// it, since SQLite would replay that WAL into the restored file. Until then
+// ctx can stop the restore, and the database stays as it was.
 func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (BackupInfo, error) {
 	info, err := d.Verify(ctx, file)
 	if err != nil {
@@ -113,7 +115,18 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 		return info, fmt.Errorf("restore: %s exists: stop its server, back it up if it matters, and restore with --force to replace it", d.Path)
 	}
 	tmp := real + ".restoring"
-	if err := copyFile(file, tmp); err != nil {
+	// A restore that crashed left it; the lock says none is running.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	if err := vacuumInto(ctx, file, tmp); err != nil {
+		return info, fmt.Errorf("restore: copy %s: %w", file, err)
+	}
+	if st, err := os.Stat(tmp); err == nil {
+		info.Bytes = st.Size()
+	}
+	// The last moment to stop: from here on the old database goes.
+	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
 		return info, fmt.Errorf("restore: %w", err)
 	}
@@ -175,23 +188,6 @@ func createPrivate(path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // syncRename makes from durable, then renames it to to and makes the
