@@ -27,8 +27,8 @@ Fills an empty QuantyKube store with the live keys of a kine database or a
 running etcd, read at one revision: every key keeps its value, lease, create
 and mod revision, and the store's revision becomes the source's, so that
 kube-apiserver's resourceVersions carry on. History before that revision is
-not imported. kine's own rows (its compaction marker, gap fillers, its health
-key) are left out. The source is only read; stop kube-apiserver (k3s) first so
+not imported. kine's own keys (its compaction marker, its health key) are
+left out. The source is only read; stop kube-apiserver (k3s) first so
 that nothing is written after the revision read. The target is written in one
 transaction: a failed import leaves it empty, and can be run again.
 
