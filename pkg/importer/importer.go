@@ -59,6 +59,9 @@ type Options struct {
 	// etcd:// with a certificate or CA). A PostgreSQL source takes libpq's
 	// parameters in its URL (sslmode, sslrootcert, sslcert, sslkey).
 	TLS tls.Config
+
+	// maxRecvMsgSize replaces etcdMaxRecv (tests).
+	maxRecvMsgSize int
 }
 
 // Open names a source by URL:
