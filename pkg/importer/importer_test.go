@@ -4,16 +4,75 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/quantyroot/quantykube/pkg/tls"
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
+
+// An etcd source names its endpoints as etcdctl does, the scheme given
+// once or on each; etcd:// follows the TLS files; a plaintext endpoint with
+// TLS files, or anything that is not an etcd URL, is refused.
+func TestEtcdEndpoints(t *testing.T) {
+	for _, c := range []struct {
+		from    string
+		tls     bool
+		want    []string
+		wantErr string
+	}{
+		{from: "etcd://a:2379,b:2379", want: []string{"http://a:2379", "http://b:2379"}},
+		{from: "etcd://a:2379, b:2379", tls: true, want: []string{"https://a:2379", "https://b:2379"}},
+		{from: "https://a:2379,https://b:2379/", tls: true, want: []string{"https://a:2379", "https://b:2379"}},
+		{from: "http://127.0.0.1:2379", want: []string{"http://127.0.0.1:2379"}},
+		{from: "https://127.0.0.1:2379", want: []string{"https://127.0.0.1:2379"}},
+		{from: "http://127.0.0.1:2379", tls: true, wantErr: "is plaintext but TLS files were given"},
+		{from: "etcd://a:2379,http://b:2379", tls: true, wantErr: `"http://b:2379" is plaintext`},
+		{from: "etcd://a:2379/prefix", wantErr: "want etcd://HOST:PORT"},
+		{from: "etcd://", wantErr: "want etcd://HOST:PORT"},
+		{from: "etcd://a:2379,postgres://b/kine", wantErr: `"postgres://b/kine": want etcd://HOST:PORT`},
+	} {
+		got, err := etcdEndpoints(c.from, c.tls)
+		switch {
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("etcdEndpoints(%q, tls %v): %v, %v; want an error containing %q", c.from, c.tls, got, err, c.wantErr)
+		case c.wantErr == "" && (err != nil || !slices.Equal(got, c.want)):
+			t.Errorf("etcdEndpoints(%q, tls %v): %v, %v; want %v", c.from, c.tls, got, err, c.want)
+		}
+	}
+}
+
+// kine's encoding of kube-apiserver's compact key: "VERSION|VALUE", or the
+// version alone from releases before it, which kine answers as "0".
+func TestDecodeKineVersion(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		version int64
+		value   string
+		ok      bool
+	}{
+		{"3|12", 3, "12", true},
+		{"1|", 1, "", true},
+		{"7|a|b", 7, "a|b", true},
+		{"5", 5, "0", true},
+		{"0|12", 0, "", false},
+		{"-1", 0, "", false},
+		{"x|12", 0, "", false},
+		{"", 0, "", false},
+	} {
+		v, val, err := decodeKineVersion([]byte(c.in))
+		if c.ok != (err == nil) || v != c.version || string(val) != c.value {
+			t.Errorf("decodeKineVersion(%q) = %d, %q, %v; want %d, %q, ok %v", c.in, v, val, err, c.version, c.value, c.ok)
+		}
+	}
+}
 
 // recorder is a Sink that keeps what it is given.
 type recorder struct {
@@ -75,5 +134,38 @@ func TestEtcdPagesShrinkToFit(t *testing.T) {
 	_, _, err = readAll(t, etcd.Endpoint(), Options{maxRecvMsgSize: 512 << 10})
 	if err == nil || !strings.Contains(err.Error(), `the key at or after "\x00" is alone over the 524288 bytes`) {
 		t.Errorf("a key over the limit: %v", err)
+	}
+}
+
+// The documented way to import from a kubeadm etcd: https:// with the
+// etcd CA and a client certificate (docs/import.md), against an etcd that
+// requires client certificates. Without the certificate it is refused.
+func TestEtcdOverTLS(t *testing.T) {
+	ca := framework.NewCA(t, "etcd-ca")
+	serverCert, serverKey := ca.Issue(t, framework.CertSpec{CommonName: "etcd", IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	clientCert, clientKey := ca.Issue(t, framework.CertSpec{CommonName: "healthcheck-client", Client: true})
+	etcd := framework.Start(t, framework.Etcd, framework.Options{EtcdTLS: &framework.EtcdTLS{
+		CertFile: serverCert, KeyFile: serverKey, TrustedCAFile: ca.CertFile,
+		ClientCertFile: clientCert, ClientKeyFile: clientKey,
+	}})
+	if !strings.HasPrefix(etcd.Endpoint(), "https://") {
+		t.Fatalf("etcd serves %s, want https://", etcd.Endpoint())
+	}
+	if _, err := etcd.Client(t).Put(t.Context(), "/registry/secrets/default/s", "v"); err != nil {
+		t.Fatal(err)
+	}
+	files := tls.Config{CAFile: ca.CertFile, CertFile: clientCert, KeyFile: clientKey}
+	hostPort := strings.TrimPrefix(etcd.Endpoint(), "https://")
+	for _, from := range []string{etcd.Endpoint(), "etcd://" + hostPort} {
+		r, _, err := readAll(t, from, Options{TLS: files})
+		if err != nil {
+			t.Fatalf("%s: %v", from, err)
+		}
+		if len(r.kvs) != 1 || string(r.kvs[0].Key) != "/registry/secrets/default/s" {
+			t.Errorf("%s: read %v", from, r.kvs)
+		}
+	}
+	if _, _, err := readAll(t, etcd.Endpoint(), Options{TLS: tls.Config{CAFile: ca.CertFile}}); err == nil {
+		t.Error("read without a client certificate from an etcd that requires one")
 	}
 }

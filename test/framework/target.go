@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	qtls "github.com/quantyroot/quantykube/pkg/tls"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -53,6 +55,20 @@ type Options struct {
 	// Host is the address QuantyKube processes listen on (default
 	// 127.0.0.1).
 	Host string
+	// EtcdTLS serves an Etcd target's client port over TLS and requires
+	// client certificates, as kubeadm's etcd does; the framework's own
+	// clients present EtcdTLS's client certificate. (QuantyKube targets
+	// take their TLS settings through Config.)
+	EtcdTLS *EtcdTLS
+}
+
+// EtcdTLS are the files of an etcd served over TLS: its serving
+// certificate and key, the CA that signs its clients' certificates
+// (--trusted-ca-file with --client-cert-auth), and the client certificate
+// and key the framework's clients present.
+type EtcdTLS struct {
+	CertFile, KeyFile, TrustedCAFile string
+	ClientCertFile, ClientKeyFile    string
 }
 
 // Target is a server under test across its restarts: one or more replicas
@@ -69,6 +85,9 @@ type Target struct {
 func Start(t testing.TB, b Backend, o Options) *Target {
 	t.Helper()
 	Require(t, b)
+	if o.EtcdTLS != nil && b != Etcd {
+		t.Fatalf("framework: Options.EtcdTLS is for the Etcd backend, not %s", b)
+	}
 	x := &Target{backend: b}
 	dir := t.TempDir()
 	n := 1
@@ -180,7 +199,7 @@ func (x *Target) Client(t testing.TB) *clientv3.Client { return x.ReplicaClient(
 // may change.
 func (x *Target) ReplicaClient(t testing.TB, i int) *clientv3.Client {
 	t.Helper()
-	cli, err := NewClient(x.members[i].url)
+	cli, err := newClient(x.members[i].tls, x.members[i].url)
 	if err != nil {
 		t.Fatalf("client of %s: %v", x.members[i].name, err)
 	}
@@ -189,9 +208,12 @@ func (x *Target) ReplicaClient(t testing.TB, i int) *clientv3.Client {
 }
 
 // NewClient is an etcd client of urls with the framework's timeouts.
-func NewClient(urls ...string) (*clientv3.Client, error) {
+func NewClient(urls ...string) (*clientv3.Client, error) { return newClient(nil, urls...) }
+
+func newClient(tc *tls.Config, urls ...string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:            urls,
+		TLS:                  tc,
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -283,7 +305,10 @@ type member struct {
 
 	// A process: argv builds its arguments for a client address; fresh
 	// picks new ports (etcd's peer port) when the old ones were taken;
-	// wrap runs it inside a network namespace, listening on host.
+	// wrap runs it inside a network namespace, listening on host. Its
+	// clients dial scheme (default http) with tls.
+	scheme string
+	tls    *tls.Config
 	bin    string
 	wrap   []string
 	host   string
@@ -332,7 +357,17 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 	if err != nil {
 		Unavailable(t, "etcd", err)
 	}
-	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin}
+	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin, scheme: "http"}
+	var serveTLS []string
+	if o.EtcdTLS != nil {
+		f := o.EtcdTLS
+		tc, err := qtls.Config{CAFile: f.TrustedCAFile, CertFile: f.ClientCertFile, KeyFile: f.ClientKeyFile}.ClientConfig()
+		if err != nil {
+			t.Fatalf("framework: etcd's client TLS: %v", err)
+		}
+		m.scheme, m.tls = "https", tc
+		serveTLS = []string{"--cert-file", f.CertFile, "--key-file", f.KeyFile, "--trusted-ca-file", f.TrustedCAFile, "--client-cert-auth"}
+	}
 	var peer string
 	m.fresh = func() { peer = freeAddr() }
 	m.fresh()
@@ -341,8 +376,8 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 		progress = 10 * time.Minute
 	}
 	m.argv = func(addr string) []string {
-		curl, purl := "http://"+addr, "http://"+peer
-		return []string{
+		curl, purl := m.scheme+"://"+addr, "http://"+peer
+		return append([]string{
 			"--name", "default",
 			"--data-dir", filepath.Join(dir, "etcd"),
 			"--listen-client-urls", curl,
@@ -354,7 +389,7 @@ func newEtcdMember(t testing.TB, dir string, o Options) *member {
 			// Tests kill processes, never the machine: fsync buys nothing.
 			"--unsafe-no-fsync",
 			"--log-level", "warn",
-		}
+		}, serveTLS...)
 	}
 	return m
 }
@@ -450,14 +485,18 @@ func (m *member) startProcess() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", m.bin, err)
 	}
-	m.cmd, m.exited, m.url = cmd, make(chan struct{}), "http://"+m.addr
+	scheme := m.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	m.cmd, m.exited, m.url = cmd, make(chan struct{}), scheme+"://"+m.addr
 	go func(done chan struct{}) { m.err = cmd.Wait(); close(done) }(m.exited)
 	return m.waitReady()
 }
 
 // waitReady waits until the member answers a Status call.
 func (m *member) waitReady() error {
-	cli, err := NewClient(m.url)
+	cli, err := newClient(m.tls, m.url)
 	if err != nil {
 		return err
 	}
