@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +169,44 @@ func TestEtcdOverTLS(t *testing.T) {
 	}
 	if _, _, err := readAll(t, etcd.Endpoint(), Options{TLS: tls.Config{CAFile: ca.CertFile}}); err == nil {
 		t.Error("read without a client certificate from an etcd that requires one")
+	}
+}
+
+// SameDatabase finds a source named again as the target: the same SQLite
+// file under any of its names, the same PostgreSQL database however its URL
+// is written.
+func TestSameDatabase(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "state.db")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	if err := os.WriteFile(other, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, target string
+		same         bool
+	}{
+		{file, "sqlite://" + file, true},
+		{"sqlite://" + file + "?_journal=WAL", file, true},
+		{file, "sqlite://" + link, true},
+		{file, "sqlite://" + other, false},
+		{filepath.Join(dir, "new.db"), "sqlite://" + filepath.Join(dir, "new.db"), true},
+		{filepath.Join(dir, "new.db"), "sqlite://" + filepath.Join(dir, "new2.db"), false},
+		{"postgres://k3s:secret@db:5432/kine?sslmode=require", "postgresql://quantykube@db/kine?sslmode=verify-full", true},
+		{"postgres://k3s@db:5432/kine", "postgres://k3s@db:5432/quantykube", false},
+		{"postgres://k3s@db:5432/kine", "postgres://k3s@db2:5432/kine", false},
+		{"postgres://k3s@db/kine", "sqlite://kine", false},
+		{"etcd://127.0.0.1:2379", "sqlite://" + file, false},
+	} {
+		if got := SameDatabase(c.from, c.target); got != c.same {
+			t.Errorf("SameDatabase(%q, %q) = %v, want %v", c.from, c.target, got, c.same)
+		}
 	}
 }

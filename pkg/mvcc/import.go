@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,9 +29,9 @@ import (
 //
 // Everything is written in one transaction, so an import either fills the
 // store or leaves it as it was: a failed import can be run again. The
-// store must not be open elsewhere (SQLite's lock refuses it; on
-// PostgreSQL the import holds the batch lock, and replicas must be
-// stopped).
+// store must not be open elsewhere: SQLite's lock refuses it, and on a
+// shared database Shared.LockImport refuses while a server is connected
+// and keeps servers off until the import ends.
 type Import struct {
 	ctx    context.Context
 	d      Dialect
@@ -80,9 +83,12 @@ const (
 	importChunkBytes = 16 << 20
 )
 
-// BeginImport opens the database d names, brings its schema up to date and
-// checks that the store is empty: revision 1, no keys, no history, no
-// leases. Close ends the import, rolling back unless Commit succeeded.
+// BeginImport opens the database d names, checks that it holds nothing but
+// a store's tables (a wrong endpoint, kine's database or the source itself,
+// is refused before anything is written to it), brings the schema up to
+// date and checks that the store is empty: revision 1, no keys, no
+// history, no leases. Close ends the import, rolling back unless Commit
+// succeeded.
 func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -95,12 +101,22 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		return im, nil
 	}
 	var err error
+	// Before Open, which may write (SQLite switches the file to WAL).
+	if err := checkOwnTables(ctx, d); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
 	if im.wdb, im.rdb, err = d.Open(ctx); err != nil {
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
+	sh, _ := d.(Shared)
+	if sh != nil {
+		if err := sh.LockImport(ctx, im.wdb); err != nil {
+			im.Close()
+			return nil, fmt.Errorf("import: %w", err)
+		}
+	}
 	// migrate needs only the store's connections, dialect and logger.
 	s := &Store{d: d, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
-	sh, _ := d.(Shared)
 	if err := s.migrate(ctx, sh); err != nil {
 		im.Close()
 		return nil, fmt.Errorf("import: %w", err)
@@ -111,6 +127,43 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 	}
 	return im, nil
 }
+
+// checkOwnTables refuses a database that holds tables the store does not
+// make.
+func checkOwnTables(ctx context.Context, d Dialect) error {
+	names, err := d.Tables(ctx)
+	if err != nil {
+		return fmt.Errorf("list the target's tables: %w", err)
+	}
+	own := ownTables(d)
+	var foreign []string
+	for _, n := range names {
+		if !own[strings.ToLower(n)] {
+			foreign = append(foreign, n)
+		}
+	}
+	if len(foreign) > 0 {
+		sort.Strings(foreign)
+		return fmt.Errorf("the target database holds tables that are not QuantyKube's (%s): name an empty database or a QuantyKube store as the target, not the source", strings.Join(foreign, ", "))
+	}
+	return nil
+}
+
+// ownTables are the tables a store has: meta, and those its migrations
+// create.
+func ownTables(d Dialect) map[string]bool {
+	own := map[string]bool{"meta": true}
+	for _, step := range d.Migrations() {
+		for _, stmt := range step {
+			if m := createTableRE.FindStringSubmatch(stmt); m != nil {
+				own[strings.ToLower(m[1])] = true
+			}
+		}
+	}
+	return own
+}
+
+var createTableRE = regexp.MustCompile(`(?i)^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)`)
 
 func (im *Import) begin(sh Shared) error {
 	tx, err := im.wdb.BeginTx(im.ctx, nil)

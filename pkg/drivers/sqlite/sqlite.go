@@ -179,4 +179,22 @@ func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
+// Tables lists the database's tables and views, SQLite's own left out,
+// read-only: a file that does not exist has none and is not created.
+func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
+	if _, err := os.Stat(d.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := OpenReadOnly(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	defer db.Close()
+	names, err := generic.QueryStrings(ctx, db, `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND substr(name, 1, 7) <> 'sqlite_'`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", d.Path, err)
+	}
+	return names, nil
+}
+
 var _ mvcc.Dialect = (*Dialect)(nil)

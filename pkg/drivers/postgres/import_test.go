@@ -1,0 +1,130 @@
+package postgres_test
+
+import (
+	"database/sql"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func dialectFor(t *testing.T, dsn string) *postgres.Dialect {
+	t.Helper()
+	d, err := postgres.New(dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// sqlDB is a plain connection to dsn, closed when t ends: the test's own
+// look at the database, beside the store's sessions.
+func sqlDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func tables(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+// A database that holds another program's tables (kine's, when --endpoint
+// names kine's database or the source) is refused before the import
+// writes anything to it: no QuantyKube table appears beside kine's.
+func TestImportRefusesAForeignDatabase(t *testing.T) {
+	dsn := framework.PostgresDatabase(t)
+	db := sqlDB(t, dsn)
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE kine (id BIGSERIAL PRIMARY KEY, name TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	im, err := mvcc.BeginImport(t.Context(), dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
+	if err == nil {
+		im.Close()
+		t.Fatal("import into kine's database: no error")
+	}
+	if !strings.Contains(err.Error(), "holds tables that are not QuantyKube's (kine)") {
+		t.Errorf("import into kine's database: %v", err)
+	}
+	if got := tables(t, db); len(got) != 1 || got[0] != "kine" {
+		t.Errorf("tables after the refused import: %v, want only kine", got)
+	}
+}
+
+// waitServeLock waits until a server's LISTEN connection holds the lock
+// imports check (it takes it as it connects, after Open has returned), or
+// with held false until no session does (a closed session's backend lets
+// go as it exits, just after the client closed it).
+func waitServeLock(t *testing.T, db *sql.DB, held bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND a.datname = current_database()`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) == held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s on, %d sessions hold the serve lock", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An import is refused while a server is connected to the database, and
+// runs once it has stopped.
+func TestImportRefusesWhileServed(t *testing.T) {
+	dsn := framework.PostgresDatabase(t)
+	s, err := mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := sqlDB(t, dsn)
+	waitServeLock(t, db, true)
+	im, err := mvcc.BeginImport(t.Context(), dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
+	if err == nil {
+		im.Close()
+		t.Fatal("import into a served database: no error")
+	}
+	if !strings.Contains(err.Error(), "a QuantyKube server is connected to") {
+		t.Errorf("import into a served database: %v", err)
+	}
+	s.Close()
+	waitServeLock(t, db, false)
+	im, err = mvcc.BeginImport(t.Context(), dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
+	if err != nil {
+		t.Fatalf("import once the server stopped: %v", err)
+	}
+	im.Close()
+}
