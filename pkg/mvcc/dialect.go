@@ -80,6 +80,8 @@ type Shared interface {
 	// LeaseExpired locks the lease's row inside the writer's transaction and
 	// reports whether it exists and its deadline has passed.
 	LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error)
+	// StartLeases restarts every lease's TTL from the database's clock now.
+	StartLeases(ctx context.Context, tx *sql.Tx) error
 	// LockImport keeps every server off the database until db's one
 	// connection closes, and fails if a server is connected: an import
 	// writes a store no server may be serving.

@@ -280,7 +280,9 @@ func (im *Import) flush() error {
 
 // Lease imports a lease. Its TTL is raised to MinLeaseTTL, as a grant's
 // is; its deadline starts when a server opens the store, as after a
-// restart (lease.go).
+// restart: on SQLite every open starts deadlines (lease.go); on a shared
+// database, where deadlines live in the database, the first server to open
+// the store starts them (startImportedLeases), not the import's clock.
 func (im *Import) Lease(id, ttl int64) error {
 	switch {
 	case im.closed:
@@ -352,7 +354,11 @@ func (im *Import) commit(rev int64) error {
 	if _, err := tx.ExecContext(ctx, bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`), rev); err != nil {
 		return err
 	}
-	for name, v := range map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now} {
+	marks := map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now}
+	if im.sh != nil && len(im.leases) > 0 {
+		marks[importedLeasesPending] = 1
+	}
+	for name, v := range marks {
 		if _, err := tx.ExecContext(ctx, bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, v); err != nil {
 			return err
 		}
@@ -360,6 +366,38 @@ func (im *Import) commit(rev int64) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	return nil
+}
+
+// importedLeasesPending is meta's mark that the leases an import wrote
+// have not been started by a server yet (shared databases).
+const importedLeasesPending = "imported_leases_pending"
+
+// startImportedLeases starts the deadlines of the leases an import wrote,
+// once, at the first open after it: the database stamped them at the
+// import, and a lease shorter than the time between the import and the
+// start would have ended before any server served it. Of replicas opening
+// at once, the one whose DELETE takes the mark starts them.
+func (s *Store) startImportedLeases(ctx context.Context, sh Shared) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM meta WHERE name = ?`), importedLeasesPending)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if err := sh.StartLeases(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.log.Info("started the imported leases' deadlines")
 	return nil
 }
 

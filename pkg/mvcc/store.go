@@ -146,6 +146,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		// The database is the authority on revisions, floors and leases.
 		s.tail = newTailer(s, sh)
 		s.leases.renewShared = s.tail.renew
+		if err := s.startImportedLeases(ctx, sh); err != nil {
+			return nil, s.abandon(fmt.Errorf("start the imported leases: %w", err))
+		}
 		if err := s.tail.syncLeases(ctx); err != nil {
 			return nil, s.abandon(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -127,4 +129,48 @@ func TestImportRefusesWhileServed(t *testing.T) {
 		t.Fatalf("import once the server stopped: %v", err)
 	}
 	im.Close()
+}
+
+// An imported lease's deadline starts when a server first opens the store,
+// not at the import (docs/import.md): a lease shorter than the pause
+// between the two is alive at the start, with its key, and it is started
+// once, not at every open.
+func TestImportedLeasesStartAtOpen(t *testing.T) {
+	ctx := t.Context()
+	dsn := framework.PostgresDatabase(t)
+	const ttl = 3
+	im, err := mvcc.BeginImport(ctx, dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	key := []byte("/registry/events/default/e")
+	if err := im.Put(&mvccpb.KeyValue{Key: key, Value: []byte("ev"), CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Lease(7, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := im.Commit(10); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep((ttl + 1) * time.Second)
+
+	s, err := mvcc.Open(ctx, dialectFor(t, dsn), mvcc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	info, err := s.TimeToLive(ctx, 7, true)
+	if err != nil || info.TTL < ttl-1 || len(info.Keys) != 1 {
+		t.Fatalf("lease 7 at the first start, %d s after the import: %+v, %v; want about %d s left and its key", ttl+1, info, err, ttl)
+	}
+	res, err := s.Range(ctx, &pb.RangeRequest{Key: key})
+	if err != nil || len(res.Kvs) != 1 {
+		t.Fatalf("the lease's key at the start: %v, %v", res, err)
+	}
+	var marks int
+	if err := sqlDB(t, dsn).QueryRowContext(ctx, `SELECT COUNT(*) FROM meta WHERE name LIKE 'imported_leases%'`).Scan(&marks); err != nil || marks != 0 {
+		t.Errorf("the import's lease mark after the first start: %d, %v; want it gone", marks, err)
+	}
 }

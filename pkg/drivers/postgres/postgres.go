@@ -422,6 +422,11 @@ func (d *Dialect) LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool,
 	return expired, err
 }
 
+func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs)
+	return err
+}
+
 // LockImport takes the serve lock exclusively for db's session: granted
 // only while no server holds it, and every server starting meanwhile waits
 // for it.
