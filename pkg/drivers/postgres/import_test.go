@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"bytes"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -172,5 +174,74 @@ func TestImportedLeasesStartAtOpen(t *testing.T) {
 	var marks int
 	if err := sqlDB(t, dsn).QueryRowContext(ctx, `SELECT COUNT(*) FROM meta WHERE name LIKE 'imported_leases%'`).Scan(&marks); err != nil || marks != 0 {
 		t.Errorf("the import's lease mark after the first start: %d, %v; want it gone", marks, err)
+	}
+}
+
+// relationSize is the size of a table's rows as another session sees
+// it: rows an open transaction has sent take room before they commit.
+func relationSize(t *testing.T, db *sql.DB, table string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(t.Context(), `SELECT pg_relation_size($1)`, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// An import sends its rows in chunks, not all at the commit: once it holds
+// importChunkRows (4096) rows, or 16 MiB of keys and values, it writes them
+// into its transaction. Everything arrives, across the chunks.
+func TestImportFlushesChunks(t *testing.T) {
+	ctx := t.Context()
+	for _, c := range []struct {
+		name       string
+		keys       int
+		value      []byte
+		firstChunk int // the Put that sends the first chunk
+	}{
+		{"rows", 4096 + 100, []byte("v"), 4096},
+		// 2*(key+value) per key is counted: three such keys pass 16 MiB.
+		{"bytes", 4, bytes.Repeat([]byte("b"), 3<<20), 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := framework.PostgresDatabase(t)
+			db := sqlDB(t, dsn)
+			im, err := mvcc.BeginImport(ctx, dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer im.Close()
+			for i := range c.keys {
+				if i+1 == c.firstChunk && relationSize(t, db, "log") != 0 {
+					t.Fatalf("rows were sent before the chunk was full (%d keys held)", i)
+				}
+				kv := &mvccpb.KeyValue{Key: fmt.Appendf(nil, "/k/%05d", i), Value: c.value, CreateRevision: int64(i + 2), ModRevision: int64(i + 2), Version: 1}
+				if err := im.Put(kv); err != nil {
+					t.Fatal(err)
+				}
+				if i+1 == c.firstChunk && relationSize(t, db, "log") == 0 {
+					t.Fatalf("%d keys held and nothing sent: the chunk was not flushed", i+1)
+				}
+			}
+			rev := int64(c.keys + 1)
+			if _, err := im.Commit(rev); err != nil {
+				t.Fatal(err)
+			}
+			var rows, cur int64
+			var total int64
+			err = db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM log), (SELECT COUNT(*) FROM current), (SELECT COALESCE(SUM(length(value)), 0) FROM current)`).Scan(&rows, &cur, &total)
+			if err != nil || rows != int64(c.keys) || cur != int64(c.keys) || total != int64(c.keys*len(c.value)) {
+				t.Errorf("after the import: %d log rows, %d current rows, %d value bytes, %v; want %d, %d, %d", rows, cur, total, err, c.keys, c.keys, c.keys*len(c.value))
+			}
+			s, err := mvcc.Open(ctx, dialectFor(t, dsn), mvcc.Options{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/k/"), RangeEnd: []byte("/k0"), CountOnly: true})
+			if err != nil || res.Count != int64(c.keys) || res.Rev != rev {
+				t.Errorf("served after the import: %v, %v; want %d keys at revision %d", res, err, c.keys, rev)
+			}
+		})
 	}
 }
