@@ -140,7 +140,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 
 	// The one place that tells the databases apart: who writes besides us
 	// decides how batches are written and published.
-	w := &writer{s: s}
+	w := &writer{s: s, born: time.Now()}
 	s.writer = w
 	if shared {
 		// The database is the authority on revisions, floors and leases.
