@@ -69,8 +69,10 @@ func probeOK(t *testing.T, url string) {
 }
 
 // deploy/systemd/quantykube.service: its ExecStart is a valid serve
-// command; the server it describes answers the etcd API and its health
-// endpoints where the unit says.
+// command; the datastore is served on a unix socket in the unit's
+// RuntimeDirectory, only its owner may connect, or on TCP only with TLS and
+// client certificates; the server it describes answers the etcd API there
+// and its health endpoints where the unit says.
 func TestSystemdUnit(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/systemd/quantykube.service")
 	if err != nil {
@@ -81,15 +83,35 @@ func TestSystemdUnit(t *testing.T) {
 	if m == nil {
 		t.Fatal("no ExecStart")
 	}
+	raw := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer())
+	tls := raw.cfg.ServerTLSConfig
+	switch sock, ok := strings.CutPrefix(raw.cfg.Listener, "unix://"); {
+	case ok:
+		if !strings.Contains(unit, "\nRuntimeDirectory=quantykube\nRuntimeDirectoryMode=0700\n") || filepath.Dir(sock) != "/run/quantykube" {
+			t.Errorf("the socket %s is not in the unit's 0700 RuntimeDirectory", sock)
+		}
+	case tls.CertFile == "" || tls.TrustedCAFile == "":
+		t.Errorf("listener %s: TCP without TLS and client certificates serves every Secret to any local user", raw.cfg.Listener)
+	}
+	if !strings.Contains(unit, "\nStateDirectory=quantykube\n") || !strings.HasPrefix(raw.cfg.Endpoint, "sqlite:///var/lib/quantykube/") {
+		t.Errorf("the database %s is not in the unit's StateDirectory", raw.cfg.Endpoint)
+	}
 	metrics := framework.FreeAddr(t)
-	f := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer("127.0.0.1:2381", metrics, "/var/lib/quantykube", t.TempDir()))
-	if f.cfg.Listener != "127.0.0.1:2379" || f.cfg.MetricsListenAddress != metrics {
-		t.Errorf("listener %q, metrics %q: want etcd's ports, 2379 and 2381", f.cfg.Listener, f.cfg.MetricsListenAddress)
+	f := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer("127.0.0.1:2381", metrics, "/var/lib/quantykube", t.TempDir(), "/run/quantykube", t.TempDir()))
+	if f.cfg.MetricsListenAddress != metrics {
+		t.Errorf("metrics on %q: want etcd's health port, 2381", raw.cfg.MetricsListenAddress)
 	}
-	if !strings.Contains(unit, "\nStateDirectory=quantykube\n") || !strings.HasPrefix(f.cfg.Endpoint, "sqlite://") {
-		t.Errorf("the database %s is not in the unit's StateDirectory", f.cfg.Endpoint)
+	x := framework.Start(t, framework.SQLite, framework.Options{Config: func(c *endpoint.Config) {
+		c.Listener = f.cfg.Listener
+		c.ServerTLSConfig = f.cfg.ServerTLSConfig
+		c.MetricsListenAddress = f.cfg.MetricsListenAddress
+	}})
+	if sock, ok := strings.CutPrefix(f.cfg.Listener, "unix://"); ok {
+		st, err := os.Stat(sock)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the socket: %v, %v; want mode 0600", st.Mode(), err)
+		}
 	}
-	x := startAsConfigured(t, f)
 	if _, err := x.Client(t).Put(t.Context(), "/k", "v"); err != nil {
 		t.Fatal(err)
 	}
