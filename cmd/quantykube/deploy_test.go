@@ -137,6 +137,10 @@ func TestKubeadmStaticPod(t *testing.T) {
 		t.Fatalf("want one container on the host's network: %+v", pod.Spec)
 	}
 	c := pod.Spec.Containers[0]
+	// The datastore must start when the registry is out of reach.
+	if c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
+	}
 	mounted := func(path string) bool {
 		for _, vm := range c.VolumeMounts {
 			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
