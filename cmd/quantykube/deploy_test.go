@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,8 +69,10 @@ func probeOK(t *testing.T, url string) {
 }
 
 // deploy/systemd/quantykube.service: its ExecStart is a valid serve
-// command; the server it describes answers the etcd API and its health
-// endpoints where the unit says.
+// command; the datastore is served on a unix socket in the unit's
+// RuntimeDirectory, only its owner may connect, or on TCP only with TLS and
+// client certificates; the server it describes answers the etcd API there
+// and its health endpoints where the unit says.
 func TestSystemdUnit(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/systemd/quantykube.service")
 	if err != nil {
@@ -80,15 +83,35 @@ func TestSystemdUnit(t *testing.T) {
 	if m == nil {
 		t.Fatal("no ExecStart")
 	}
+	raw := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer())
+	tls := raw.cfg.ServerTLSConfig
+	switch sock, ok := strings.CutPrefix(raw.cfg.Listener, "unix://"); {
+	case ok:
+		if !strings.Contains(unit, "\nRuntimeDirectory=quantykube\nRuntimeDirectoryMode=0700\n") || filepath.Dir(sock) != "/run/quantykube" {
+			t.Errorf("the socket %s is not in the unit's 0700 RuntimeDirectory", sock)
+		}
+	case tls.CertFile == "" || tls.TrustedCAFile == "":
+		t.Errorf("listener %s: TCP without TLS and client certificates serves every Secret to any local user", raw.cfg.Listener)
+	}
+	if !strings.Contains(unit, "\nStateDirectory=quantykube\n") || !strings.HasPrefix(raw.cfg.Endpoint, "sqlite:///var/lib/quantykube/") {
+		t.Errorf("the database %s is not in the unit's StateDirectory", raw.cfg.Endpoint)
+	}
 	metrics := framework.FreeAddr(t)
-	f := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer("127.0.0.1:2381", metrics, "/var/lib/quantykube", t.TempDir()))
-	if f.cfg.Listener != "127.0.0.1:2379" || f.cfg.MetricsListenAddress != metrics {
-		t.Errorf("listener %q, metrics %q: want etcd's ports, 2379 and 2381", f.cfg.Listener, f.cfg.MetricsListenAddress)
+	f := serveArgs(t, strings.Fields(m[1]), strings.NewReplacer("127.0.0.1:2381", metrics, "/var/lib/quantykube", t.TempDir(), "/run/quantykube", t.TempDir()))
+	if f.cfg.MetricsListenAddress != metrics {
+		t.Errorf("metrics on %q: want etcd's health port, 2381", raw.cfg.MetricsListenAddress)
 	}
-	if !strings.Contains(unit, "\nStateDirectory=quantykube\n") || !strings.HasPrefix(f.cfg.Endpoint, "sqlite://") {
-		t.Errorf("the database %s is not in the unit's StateDirectory", f.cfg.Endpoint)
+	x := framework.Start(t, framework.SQLite, framework.Options{Config: func(c *endpoint.Config) {
+		c.Listener = f.cfg.Listener
+		c.ServerTLSConfig = f.cfg.ServerTLSConfig
+		c.MetricsListenAddress = f.cfg.MetricsListenAddress
+	}})
+	if sock, ok := strings.CutPrefix(f.cfg.Listener, "unix://"); ok {
+		st, err := os.Stat(sock)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the socket: %v, %v; want mode 0600", st.Mode(), err)
+		}
 	}
-	x := startAsConfigured(t, f)
 	if _, err := x.Client(t).Put(t.Context(), "/k", "v"); err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +137,10 @@ func TestKubeadmStaticPod(t *testing.T) {
 		t.Fatalf("want one container on the host's network: %+v", pod.Spec)
 	}
 	c := pod.Spec.Containers[0]
+	// The datastore must start when the registry is out of reach.
+	if c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
+	}
 	mounted := func(path string) bool {
 		for _, vm := range c.VolumeMounts {
 			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
@@ -128,6 +155,21 @@ func TestKubeadmStaticPod(t *testing.T) {
 	clientCert, clientKey := ca.Issue(t, framework.CertSpec{CommonName: "kube-apiserver-etcd-client", Client: true})
 	metrics := framework.FreeAddr(t)
 	raw := serveArgs(t, c.Command, strings.NewReplacer())
+	// The database's directory is the operator's, made 0700: a hostPath
+	// the kubelet creates is 0755.
+	dbDir := filepath.Dir(strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"))
+	dbVolumes := 0
+	for _, v := range pod.Spec.Volumes {
+		if hp := v.HostPath; hp != nil && hp.Path == dbDir {
+			dbVolumes++
+			if hp.Type == nil || *hp.Type != corev1.HostPathDirectory {
+				t.Errorf("volume %s mounts the database directory %s with type %v, want Directory", v.Name, dbDir, hp.Type)
+			}
+		}
+	}
+	if dbVolumes != 1 {
+		t.Errorf("%d volumes mount the database directory %s, want 1", dbVolumes, dbDir)
+	}
 	for _, p := range []string{raw.cfg.ServerTLSConfig.CertFile, raw.cfg.ServerTLSConfig.KeyFile, raw.cfg.ServerTLSConfig.TrustedCAFile, strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"), c.Command[0]} {
 		if !mounted(p) {
 			t.Errorf("%s is not in a volume the container mounts", p)

@@ -27,10 +27,12 @@ Fills an empty QuantyKube store with the live keys of a kine database or a
 running etcd, read at one revision: every key keeps its value, lease, create
 and mod revision, and the store's revision becomes the source's, so that
 kube-apiserver's resourceVersions carry on. History before that revision is
-not imported. kine's own rows (its compaction marker, gap fillers, its health
-key) are left out. The source is only read; stop kube-apiserver (k3s) first so
-that nothing is written after the revision read. The target is written in one
-transaction: a failed import leaves it empty, and can be run again.
+not imported. kine's own keys (its compaction marker, its health key) are
+left out. The source is only read; stop kube-apiserver (k3s) first so
+that nothing is written after the revision read. The target must be an empty
+store or database, served by no QuantyKube server, and not the source; it is
+written in one transaction: a failed import leaves it empty, and can be run
+again.
 
 SOURCE is sqlite://PATH or a path (kine's SQLite file, as k3s keeps it in
 /var/lib/rancher/k3s/server/db/state.db), postgres://... (kine's database),
@@ -89,6 +91,9 @@ func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	f.cfg.Logger = log
+	if !f.dryRun && importer.SameDatabase(f.from, f.cfg.Endpoint) {
+		return errors.New("import: --endpoint names the database --from reads: the target must be another, empty database")
+	}
 	var d mvcc.Dialect
 	if !f.dryRun {
 		if d, err = endpoint.NewDialect(f.cfg); err != nil {

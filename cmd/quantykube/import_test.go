@@ -311,6 +311,46 @@ func TestImportRefusesAStoreInUse(t *testing.T) {
 	}
 }
 
+// A target that is the source, by the same name, another name or a copy,
+// is refused, and neither is written: the copy holds kine's table, which
+// no store has.
+func TestImportRefusesItsSource(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	kine := framework.StartKine(t, "sqlite://"+path)
+	if _, err := kine.Client(t).Put(t.Context(), "/registry/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	kine.Stop(t)
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "copy.db")
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{path: sourceDigest(t, "sqlite://"+path), cp: sourceDigest(t, "sqlite://"+cp)}
+	for target, want := range map[string]string{
+		"sqlite://" + path: "--endpoint names the database --from reads",
+		link:               "--endpoint names the database --from reads",
+		"sqlite://" + cp:   "holds tables that are not QuantyKube's (kine)",
+	} {
+		if _, err := runImportCmd(t, "--from", path, "--endpoint", target); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("import from %s into %s: %v, want an error containing %q", path, target, err, want)
+		}
+	}
+	for p, digest := range before {
+		if after := sourceDigest(t, "sqlite://"+p); after != digest {
+			t.Errorf("a refused import changed %s", p)
+		}
+	}
+}
+
 // sourceDigest sums what the import must not change: a SQLite file's
 // bytes, or a kine table's rows.
 func sourceDigest(t *testing.T, dsn string) string {

@@ -381,7 +381,9 @@ func (s *Server) closeListeners() {
 	s.store.Close()
 }
 
-// RedactEndpoint hides a password in an endpoint URL, for logs and reports.
+// RedactEndpoint hides the passwords in an endpoint URL, for logs and
+// reports: the user's, and libpq's password and sslpassword parameters
+// (the latter unlocks the client key), which pgx takes from the query too.
 func RedactEndpoint(dsn string) string {
 	if !strings.Contains(dsn, "://") || strings.HasPrefix(dsn, "sqlite://") {
 		return dsn
@@ -390,5 +392,13 @@ func RedactEndpoint(dsn string) string {
 	if err != nil {
 		return "(unparsable endpoint)"
 	}
+	params := strings.Split(u.RawQuery, "&")
+	for i, p := range params {
+		k, _, _ := strings.Cut(p, "=")
+		if k, err := neturl.QueryUnescape(k); err == nil && (k == "password" || k == "sslpassword") {
+			params[i] = k + "=xxxxx"
+		}
+	}
+	u.RawQuery = strings.Join(params, "&")
 	return u.Redacted()
 }

@@ -62,3 +62,20 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("no write batch observed:\n%s", body)
 	}
 }
+
+// RedactEndpoint hides every password an endpoint URL can carry, in the
+// user part or as a query parameter, and leaves the rest as it was.
+func TestRedactEndpoint(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"sqlite:///var/lib/quantykube/state.db", "sqlite:///var/lib/quantykube/state.db"},
+		{"postgres://qk:secret@db:5432/qk?sslmode=verify-full", "postgres://qk:xxxxx@db:5432/qk?sslmode=verify-full"},
+		{"postgres://qk@db/qk?password=secret&sslmode=require", "postgres://qk@db/qk?password=xxxxx&sslmode=require"},
+		{"postgres://db/qk?sslcert=c.crt&sslkey=c.key&sslpassword=secret", "postgres://db/qk?sslcert=c.crt&sslkey=c.key&sslpassword=xxxxx"},
+		{"postgresql://db/qk?pass%77ord=secret", "postgresql://db/qk?password=xxxxx"},
+		{"postgres://db/qk", "postgres://db/qk"},
+	} {
+		if got := endpoint.RedactEndpoint(c.in); got != c.want {
+			t.Errorf("RedactEndpoint(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -14,7 +14,10 @@ import (
 // The health endpoints, served on the metrics listener in the shape
 // Kubernetes components and etcd use, so that the same probes work:
 //
-//   - /livez: restarting would help (the process answers, its writer runs);
+//   - /livez: restarting would help: the process answers, its writer
+//     goroutine is not stuck outside the database. It never waits on the
+//     database (a database that is slow or gone fails /readyz instead:
+//     restarting would not bring it back);
 //   - /readyz: requests can be served (the database answers, the writer
 //     runs, the schema is the one this binary serves, not shutting down);
 //   - /healthz: every check (Kubernetes' older endpoint);
@@ -38,6 +41,7 @@ type healthCheck struct {
 // healthChecks are the server's live and ready checks.
 func (s *Server) healthChecks() (live, ready []healthCheck) {
 	ping := healthCheck{"ping", func(context.Context) error { return nil }}
+	alive := healthCheck{"writer", s.store.CheckWriterAlive}
 	writer := healthCheck{"writer", s.store.CheckWriter}
 	shutdown := healthCheck{"shutdown", func(context.Context) error {
 		select {
@@ -47,7 +51,7 @@ func (s *Server) healthChecks() (live, ready []healthCheck) {
 			return nil
 		}
 	}}
-	live = []healthCheck{ping, writer}
+	live = []healthCheck{ping, alive}
 	ready = []healthCheck{ping, {"database", s.store.CheckDatabase}, writer, {"schema", s.store.CheckSchema}, shutdown}
 	return live, ready
 }

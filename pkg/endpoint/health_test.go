@@ -4,11 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/test/framework"
@@ -124,4 +130,154 @@ func TestReadyzFollowsTheDatabase(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// freezer is a TCP proxy to a database that can stop passing bytes either
+// way while keeping every connection open: a database that stops answering
+// (a network partition, a hung host) rather than one that goes away.
+type freezer struct {
+	l      net.Listener
+	target string
+	gate   sync.RWMutex // held for writing while frozen
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{l: l, target: target}
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *freezer) accept() {
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", f.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, c, up)
+		f.mu.Unlock()
+		go f.pipe(c, up)
+		go f.pipe(up, c)
+	}
+}
+
+// pipe copies from src to dst, each write waiting while the proxy is
+// frozen.
+func (f *freezer) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			f.gate.RLock()
+			_, werr := dst.Write(buf[:n])
+			f.gate.RUnlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (f *freezer) freeze()   { f.gate.Lock() }
+func (f *freezer) unfreeze() { f.gate.Unlock() }
+
+func (f *freezer) close() {
+	f.l.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+}
+
+// On PostgreSQL, a database that stops answering without closing its
+// connections holds the writer in a batch (up to its 30 s deadline) and
+// makes the server not ready; /livez still answers ok at once, so that a
+// liveness probe does not restart QuantyKube for it (docs/postgresql.md).
+// Ready again once the database answers.
+func TestLivezWhileTheDatabaseHangs(t *testing.T) {
+	ctx := t.Context()
+	dsn := framework.PostgresDatabase(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFreezer(t, u.Host)
+	u.Host = proxy.l.Addr().String()
+	maddr := freeAddr(t)
+	s, err := endpoint.Start(ctx, endpoint.Config{Listener: "127.0.0.1:0", Endpoint: u.String(), MetricsListenAddress: maddr,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + maddr
+	put := func(ctx context.Context) error {
+		_, err := s.Store().Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("/k"), Value: []byte("v")}}}}})
+		return err
+	}
+	if err := put(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, base, "/livez", 200, "ok")
+
+	proxy.freeze()
+	frozen := true
+	defer func() {
+		if frozen {
+			proxy.unfreeze()
+		}
+	}()
+	// A write: the writer waits on the database inside its batch.
+	written := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		written <- put(wctx)
+	}()
+	probe := &http.Client{Timeout: 3 * time.Second}
+	// Longer than a health check may take (10 s): the writer stays in its
+	// batch throughout, and liveness answers at once every time.
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		resp, err := probe.Get(base + "/livez")
+		if err != nil {
+			t.Fatalf("/livez while the database hangs: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("/livez while the database hangs: %s", resp.Status)
+		}
+	}
+	select {
+	case err := <-written:
+		t.Fatalf("the write finished while the database hung: %v", err)
+	default:
+	}
+	if code, body := get(t, base+"/readyz/writer"); code != 500 {
+		t.Errorf("/readyz/writer while the database hangs: %d %q", code, body)
+	}
+
+	proxy.unfreeze()
+	frozen = false
+	if err := <-written; err != nil {
+		t.Errorf("the write once the database answered again: %v", err)
+	}
+	expect(t, base, "/readyz", 200, "ok")
 }

@@ -8,8 +8,11 @@ package importer
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/tls"
@@ -59,6 +62,9 @@ type Options struct {
 	// etcd:// with a certificate or CA). A PostgreSQL source takes libpq's
 	// parameters in its URL (sslmode, sslrootcert, sslcert, sslkey).
 	TLS tls.Config
+
+	// maxRecvMsgSize replaces etcdMaxRecv (tests).
+	maxRecvMsgSize int
 }
 
 // Open names a source by URL:
@@ -85,4 +91,46 @@ func Open(ctx context.Context, from string, opts Options) (Source, error) {
 		return openEtcd(ctx, from, opts)
 	}
 	return nil, fmt.Errorf("import: unknown source scheme %q (want sqlite://, postgres://, etcd://, http:// or https://)", scheme)
+}
+
+// SameDatabase reports whether the source URL from and the QuantyKube
+// endpoint target name one database: the same SQLite file, or the same
+// PostgreSQL host, port and database. (A database reached under two names
+// still holds the source's kine table, which the import refuses too.)
+func SameDatabase(from, target string) bool {
+	fk, fw := locate(from)
+	tk, tw := locate(target)
+	if fk == "" || fk != tk {
+		return false
+	}
+	if fk == "sqlite" {
+		if fs, err := os.Stat(fw); err == nil {
+			ts, err := os.Stat(tw)
+			return err == nil && os.SameFile(fs, ts)
+		}
+		fa, err1 := filepath.Abs(fw)
+		ta, err2 := filepath.Abs(tw)
+		return err1 == nil && err2 == nil && fa == ta
+	}
+	return fw == tw
+}
+
+// locate is the kind of database a URL names ("sqlite" or "postgres") and
+// where it is; "" for anything else.
+func locate(u string) (kind, where string) {
+	scheme, rest, ok := strings.Cut(u, "://")
+	switch {
+	case !ok:
+		return "sqlite", u
+	case scheme == "sqlite":
+		path, _, _ := strings.Cut(rest, "?")
+		return "sqlite", path
+	case scheme == "postgres", scheme == "postgresql":
+		cfg, err := pgx.ParseConfig(u)
+		if err != nil {
+			return "", ""
+		}
+		return "postgres", fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+	}
+	return "", ""
 }

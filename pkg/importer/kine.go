@@ -18,7 +18,9 @@ import (
 
 // kine keeps every revision as a row of one table, kine: id is the
 // revision, name the key; a key's live row is its newest row, unless that
-// row is a delete. Some rows are kine's own and are left out:
+// row is a delete (so the gap-REV rows kine writes to fill a revision a
+// failed insert left empty, always deletes, are never read as keys). Some
+// live rows are kine's own and are left out:
 const (
 	// kineCompactKey's row records kine's compact revision.
 	kineCompactKey = "compact_rev_key"
@@ -29,16 +31,12 @@ const (
 	kineAPICompactKey = "compact_rev_key_apiserver"
 	// kineHealthKey is written by kine itself at every start.
 	kineHealthKey = "/registry/health"
-	// kineGapPrefix names the rows kine writes to fill a revision a failed
-	// insert left empty (always deletes, so never live).
-	kineGapPrefix = "gap-"
 )
 
 // The reasons Summary.Skipped counts.
 const (
 	SkippedKineCompactMarker = "kine's compaction marker (compact_rev_key)"
 	SkippedKineHealthKey     = "kine's health key (" + kineHealthKey + ")"
-	SkippedKineGapFill       = "kine's gap fillers (gap-*)"
 )
 
 type kineSource struct {
@@ -153,9 +151,6 @@ func (k *kineSource) Read(ctx context.Context, sink Sink) (Summary, error) {
 			continue
 		case name == kineHealthKey:
 			sum.skip(SkippedKineHealthKey)
-			continue
-		case len(name) >= len(kineGapPrefix) && name[:len(kineGapPrefix)] == kineGapPrefix:
-			sum.skip(SkippedKineGapFill)
 			continue
 		case name == kineAPICompactKey:
 			name = kineCompactKey

@@ -29,6 +29,10 @@ type Dialect interface {
 	// Defragment reclaims the space of deleted rows: returned to the file
 	// system where the database can (SQLite's VACUUM), reusable otherwise.
 	Defragment(ctx context.Context, db *sql.DB) error
+	// Tables lists the tables (and views) where the store's own are made,
+	// reading the database without changing it: an import checks that
+	// nothing else is there before it writes anything (import.go).
+	Tables(ctx context.Context) ([]string, error)
 }
 
 // Shared is implemented by dialects whose database several QuantyKube
@@ -76,6 +80,12 @@ type Shared interface {
 	// LeaseExpired locks the lease's row inside the writer's transaction and
 	// reports whether it exists and its deadline has passed.
 	LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error)
+	// StartLeases restarts every lease's TTL from the database's clock now.
+	StartLeases(ctx context.Context, tx *sql.Tx) error
+	// LockImport keeps every server off the database until db's one
+	// connection closes, and fails if a server is connected: an import
+	// writes a store no server may be serving.
+	LockImport(ctx context.Context, db *sql.DB) error
 }
 
 // BatchStart is the committed state a write batch starts from.

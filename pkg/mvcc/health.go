@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // The checks behind the health endpoints (pkg/endpoint): each answers nil
@@ -26,6 +27,25 @@ func (s *Store) CheckDatabase(ctx context.Context) error {
 // is not stuck in a commit.
 func (s *Store) CheckWriter(ctx context.Context) error {
 	return s.submit(ctx, &writeReq{kind: wPing}).err
+}
+
+// CheckWriterAlive answers at once, from the writer's heartbeat: the
+// writer goroutine is waiting on the database, or has made progress (taken
+// or finished a batch, or waited idle) within writerStall. How long the
+// database takes to answer is CheckWriter's and CheckDatabase's concern
+// (readiness): restarting this process would not make it answer sooner.
+func (s *Store) CheckWriterAlive(context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	w := s.writer
+	if w.inDB.Load() {
+		return nil
+	}
+	if idle := time.Since(w.born) - time.Duration(w.beat.Load()); idle > writerStall {
+		return fmt.Errorf("the writer has made no progress for %s, and is not waiting on the database", idle.Round(time.Second))
+	}
+	return nil
 }
 
 // CheckSchema reads the schema version in the database: a newer one means

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,9 +29,9 @@ import (
 //
 // Everything is written in one transaction, so an import either fills the
 // store or leaves it as it was: a failed import can be run again. The
-// store must not be open elsewhere (SQLite's lock refuses it; on
-// PostgreSQL the import holds the batch lock, and replicas must be
-// stopped).
+// store must not be open elsewhere: SQLite's lock refuses it, and on a
+// shared database Shared.LockImport refuses while a server is connected
+// and keeps servers off until the import ends.
 type Import struct {
 	ctx    context.Context
 	d      Dialect
@@ -80,9 +83,12 @@ const (
 	importChunkBytes = 16 << 20
 )
 
-// BeginImport opens the database d names, brings its schema up to date and
-// checks that the store is empty: revision 1, no keys, no history, no
-// leases. Close ends the import, rolling back unless Commit succeeded.
+// BeginImport opens the database d names, checks that it holds nothing but
+// a store's tables (a wrong endpoint, kine's database or the source itself,
+// is refused before anything is written to it), brings the schema up to
+// date and checks that the store is empty: revision 1, no keys, no
+// history, no leases. Close ends the import, rolling back unless Commit
+// succeeded.
 func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -95,12 +101,22 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		return im, nil
 	}
 	var err error
+	// Before Open, which may write (SQLite switches the file to WAL).
+	if err := checkOwnTables(ctx, d); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
 	if im.wdb, im.rdb, err = d.Open(ctx); err != nil {
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
+	sh, _ := d.(Shared)
+	if sh != nil {
+		if err := sh.LockImport(ctx, im.wdb); err != nil {
+			im.Close()
+			return nil, fmt.Errorf("import: %w", err)
+		}
+	}
 	// migrate needs only the store's connections, dialect and logger.
 	s := &Store{d: d, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
-	sh, _ := d.(Shared)
 	if err := s.migrate(ctx, sh); err != nil {
 		im.Close()
 		return nil, fmt.Errorf("import: %w", err)
@@ -111,6 +127,43 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 	}
 	return im, nil
 }
+
+// checkOwnTables refuses a database that holds tables the store does not
+// make.
+func checkOwnTables(ctx context.Context, d Dialect) error {
+	names, err := d.Tables(ctx)
+	if err != nil {
+		return fmt.Errorf("list the target's tables: %w", err)
+	}
+	own := ownTables(d)
+	var foreign []string
+	for _, n := range names {
+		if !own[strings.ToLower(n)] {
+			foreign = append(foreign, n)
+		}
+	}
+	if len(foreign) > 0 {
+		sort.Strings(foreign)
+		return fmt.Errorf("the target database holds tables that are not QuantyKube's (%s): name an empty database or a QuantyKube store as the target, not the source", strings.Join(foreign, ", "))
+	}
+	return nil
+}
+
+// ownTables are the tables a store has: meta, and those its migrations
+// create.
+func ownTables(d Dialect) map[string]bool {
+	own := map[string]bool{"meta": true}
+	for _, step := range d.Migrations() {
+		for _, stmt := range step {
+			if m := createTableRE.FindStringSubmatch(stmt); m != nil {
+				own[strings.ToLower(m[1])] = true
+			}
+		}
+	}
+	return own
+}
+
+var createTableRE = regexp.MustCompile(`(?i)^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)`)
 
 func (im *Import) begin(sh Shared) error {
 	tx, err := im.wdb.BeginTx(im.ctx, nil)
@@ -227,7 +280,9 @@ func (im *Import) flush() error {
 
 // Lease imports a lease. Its TTL is raised to MinLeaseTTL, as a grant's
 // is; its deadline starts when a server opens the store, as after a
-// restart (lease.go).
+// restart: on SQLite every open starts deadlines (lease.go); on a shared
+// database, where deadlines live in the database, the first server to open
+// the store starts them (startImportedLeases), not the import's clock.
 func (im *Import) Lease(id, ttl int64) error {
 	switch {
 	case im.closed:
@@ -299,7 +354,11 @@ func (im *Import) commit(rev int64) error {
 	if _, err := tx.ExecContext(ctx, bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`), rev); err != nil {
 		return err
 	}
-	for name, v := range map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now} {
+	marks := map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now}
+	if im.sh != nil && len(im.leases) > 0 {
+		marks[importedLeasesPending] = 1
+	}
+	for name, v := range marks {
 		if _, err := tx.ExecContext(ctx, bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, v); err != nil {
 			return err
 		}
@@ -307,6 +366,38 @@ func (im *Import) commit(rev int64) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	return nil
+}
+
+// importedLeasesPending is meta's mark that the leases an import wrote
+// have not been started by a server yet (shared databases).
+const importedLeasesPending = "imported_leases_pending"
+
+// startImportedLeases starts the deadlines of the leases an import wrote,
+// once, at the first open after it: the database stamped them at the
+// import, and a lease shorter than the time between the import and the
+// start would have ended before any server served it. Of replicas opening
+// at once, the one whose DELETE takes the mark starts them.
+func (s *Store) startImportedLeases(ctx context.Context, sh Shared) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM meta WHERE name = ?`), importedLeasesPending)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if err := sh.StartLeases(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.log.Info("started the imported leases' deadlines")
 	return nil
 }
 

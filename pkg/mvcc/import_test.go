@@ -2,6 +2,7 @@ package mvcc_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -150,6 +151,29 @@ func TestImportRefusesANonEmptyStore(t *testing.T) {
 	}
 	if _, err := runImport(t, dsn, importKeys, 20); err == nil || !strings.Contains(err.Error(), "holds an import already") {
 		t.Fatalf("second import: %v", err)
+	}
+}
+
+// A SQLite file that holds another program's tables (kine's state.db, as
+// --endpoint by mistake) is refused before the import writes to it: no
+// QuantyKube table appears beside kine's.
+func TestImportRefusesAForeignDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE kine (id INTEGER PRIMARY KEY, name TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runImport(t, "sqlite://"+path, importKeys, 20)
+	if err == nil || !strings.Contains(err.Error(), "holds tables that are not QuantyKube's (kine)") {
+		t.Fatalf("import into kine's database: %v", err)
+	}
+	var names string
+	if err := db.QueryRow(`SELECT group_concat(name) FROM sqlite_master WHERE type = 'table'`).Scan(&names); err != nil || names != "kine" {
+		t.Errorf("tables after the refused import: %q, %v; want only kine", names, err)
 	}
 }
 

@@ -140,12 +140,15 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 
 	// The one place that tells the databases apart: who writes besides us
 	// decides how batches are written and published.
-	w := &writer{s: s}
+	w := &writer{s: s, born: time.Now()}
 	s.writer = w
 	if shared {
 		// The database is the authority on revisions, floors and leases.
 		s.tail = newTailer(s, sh)
 		s.leases.renewShared = s.tail.renew
+		if err := s.startImportedLeases(ctx, sh); err != nil {
+			return nil, s.abandon(fmt.Errorf("start the imported leases: %w", err))
+		}
 		if err := s.tail.syncLeases(ctx); err != nil {
 			return nil, s.abandon(err)
 		}

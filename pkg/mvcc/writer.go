@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -84,15 +85,45 @@ type writer struct {
 	b       batcher
 	pub     publisher
 	timeout time.Duration // bounds one batch; 0: none
+
+	// The writer's heartbeat, which liveness reads without waiting for the
+	// writer (CheckWriterAlive): beat is when it last made progress (time
+	// since born: monotonic), inDB is set while it waits on the database.
+	born time.Time
+	beat atomic.Int64
+	inDB atomic.Bool
+}
+
+// writerBeat is how often an idle writer shows it is alive.
+const writerBeat = time.Second
+
+// writerStall is how long the writer may show no progress outside the
+// database before liveness fails.
+const writerStall = 10 * time.Second
+
+// alive records progress.
+func (w *writer) alive() { w.beat.Store(int64(time.Since(w.born))) }
+
+// enterDB and leaveDB bracket a wait on the database.
+func (w *writer) enterDB() { w.inDB.Store(true) }
+
+func (w *writer) leaveDB() {
+	w.inDB.Store(false)
+	w.alive()
 }
 
 func (w *writer) run() {
 	defer close(w.s.done)
 	batch := make([]*writeReq, 0, w.s.opts.MaxBatch)
+	idle := time.NewTicker(writerBeat)
+	defer idle.Stop()
 	for {
+		w.alive()
 		var first *writeReq
 		select {
 		case first = <-w.s.reqs:
+		case <-idle.C:
+			continue
 		case <-w.s.stop:
 			// Finish what was queued before the stop, then refuse the rest.
 			for {
@@ -125,7 +156,9 @@ func (w *writer) process(batch []*writeReq) {
 	for i, r := range batch {
 		if r.kind == wDefrag {
 			w.process(batch[:i])
+			w.enterDB()
 			err := w.s.d.Defragment(context.Background(), w.s.wdb)
+			w.leaveDB()
 			r.done <- writeResult{rev: w.s.Rev(), err: err}
 			w.process(batch[i+1:])
 			return
@@ -174,9 +207,29 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		ctx, cancel = context.WithTimeout(ctx, w.timeout)
 		defer cancel()
 	}
-	tx, start, err := w.b.begin(ctx, reqs)
+	c, results, err := w.transact(ctx, reqs)
 	if err != nil {
 		return nil, err
+	}
+	if w.s.Shared() {
+		// The tailer may read back what other replicas committed before
+		// this batch, or hold the publisher while it reads: a wait on the
+		// database too.
+		w.enterDB()
+		defer w.leaveDB()
+	}
+	w.pub.published(c)
+	return results, nil
+}
+
+// transact runs a batch's transaction, to its COMMIT: the writer waits on
+// the database meanwhile.
+func (w *writer) transact(ctx context.Context, reqs []*writeReq) (*committed, []writeResult, error) {
+	w.enterDB()
+	defer w.leaveDB()
+	tx, start, err := w.b.begin(ctx, reqs)
+	if err != nil {
+		return nil, nil, err
 	}
 	b := &batch{
 		ctx: ctx, tx: tx, s: w.s,
@@ -191,20 +244,19 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		res, err := b.apply(r)
 		if err != nil {
 			tx.rollback()
-			return nil, err
+			return nil, nil, err
 		}
 		res.rev = b.rev
 		results[i] = res
 	}
 	end := batchEnd{start: start, rev: b.rev, compact: b.compact, unixMs: b.unixMs, leases: len(b.granted)+len(b.revoked) > 0}
 	if err := tx.commit(end); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	w.pub.published(&committed{
+	return &committed{
 		startRev: start.Rev, rev: b.rev, compact: b.compact,
 		events: b.events, granted: b.granted, revoked: b.revoked,
-	})
-	return results, nil
+	}, results, nil
 }
 
 // apply runs one request inside the batch. A refusal is the request's own

@@ -1,10 +1,11 @@
-// Package generic holds the connection pool settings the dialects share,
-// under the name and path kine gives them (kine's pkg/drivers/generic), so
-// that a program that embeds kine builds against QuantyKube by changing the
-// module path.
+// Package generic holds what the dialects share: the connection pool
+// settings, under the name and path kine gives them (kine's
+// pkg/drivers/generic), so that a program that embeds kine builds against
+// QuantyKube by changing the module path, and small query helpers.
 package generic
 
 import (
+	"context"
 	"database/sql"
 	"time"
 )
@@ -35,4 +36,22 @@ func (c ConnectionPoolConfig) Apply(db *sql.DB, defaultOpen int) {
 	db.SetMaxIdleConns(idle)
 	db.SetConnMaxLifetime(c.MaxLifetime)
 	db.SetConnMaxIdleTime(c.MaxIdleTime)
+}
+
+// QueryStrings runs a query whose rows are one string each.
+func QueryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -51,6 +51,12 @@ const channel = "quantykube"
 // migrateLockID is the advisory lock key taken around schema migration.
 const migrateLockID = 0x5175616e74794b // "QuantyK"
 
+// serveLockID is the advisory lock every server holds shared, on its
+// LISTEN connection, and an import takes exclusive (LockImport): advisory
+// locks are per database, and a session's go when it ends, a crashed
+// server's included.
+const serveLockID = 0x5175616e747953 // "QuantyS"
+
 // New parses a postgres:// or postgresql:// URL. Every libpq-style parameter
 // (sslmode, sslrootcert, sslcert, sslkey, connect_timeout, application_name,
 // ...) goes through to pgx; unknown ones become session settings.
@@ -205,6 +211,19 @@ func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
+// Tables lists the tables and views of the schema unqualified names
+// resolve to, where the migrations make the store's, on a connection of
+// its own.
+func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
+	db := stdlib.OpenDB(*d.cfg.Copy())
+	defer db.Close()
+	names, err := generic.QueryStrings(ctx, db, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", d.where(), err)
+	}
+	return names, nil
+}
+
 func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockID))
 	return err
@@ -339,6 +358,11 @@ func (d *Dialect) listenOnce(ctx context.Context, wake func(string)) bool {
 		defer cancel()
 		conn.Close(cctx)
 	}()
+	// Held for as long as this connection lives: an import refuses to run
+	// while it is (LockImport), and this waits while one runs.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, int64(serveLockID)); err != nil {
+		return false
+	}
 	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
 		return false
 	}
@@ -396,6 +420,25 @@ func (d *Dialect) LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool,
 		return false, nil
 	}
 	return expired, err
+}
+
+func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs)
+	return err
+}
+
+// LockImport takes the serve lock exclusively for db's session: granted
+// only while no server holds it, and every server starting meanwhile waits
+// for it.
+func (d *Dialect) LockImport(ctx context.Context, db *sql.DB) error {
+	var ok bool
+	if err := db.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
+		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
+	}
+	if !ok {
+		return fmt.Errorf("a QuantyKube server is connected to %s: stop every replica before importing", d.where())
+	}
+	return nil
 }
 
 var (

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,7 +27,8 @@ type BackupInfo struct {
 // transaction never blocks the server's writer (only checkpoints wait for
 // it). VACUUM INTO copies what that one transaction sees, compacted; the
 // copy is written beside dest, checked (PRAGMA integrity_check), synced and
-// then renamed to dest, so dest is either absent or a whole backup.
+// then renamed to dest, so dest is either absent or a whole backup. Like
+// the store, the backup is readable by its owner only.
 func (d *Dialect) Backup(ctx context.Context, dest string) (BackupInfo, error) {
 	if _, err := os.Stat(d.Path); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup: %w", err)
@@ -40,14 +40,7 @@ func (d *Dialect) Backup(ctx context.Context, dest string) (BackupInfo, error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return BackupInfo{}, fmt.Errorf("backup: %w", err)
 	}
-	db, err := OpenReadOnly(d.Path)
-	if err != nil {
-		return BackupInfo{}, fmt.Errorf("backup: %w", err)
-	}
-	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
-	db.Close()
-	if err != nil {
-		os.Remove(tmp)
+	if err := vacuumInto(ctx, d.Path, tmp); err != nil {
 		return BackupInfo{}, fmt.Errorf("backup: copy %s: %w", d.Path, err)
 	}
 	info, err := d.Verify(ctx, tmp)
@@ -96,9 +89,12 @@ func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
 
 // Restore makes the backup file the database, after checking it (Verify).
 // It holds the database's lock meanwhile, so it refuses while a server
-// runs on the database, and no server starts on a half-restored file. An
+// runs on the database, and no server starts on a half-restored file. The
+// restored database is a copy of file made as Backup makes one (VACUUM
+// INTO, 0600), so that it includes what a WAL beside file holds. An
 // existing database is replaced only when replace is set; its WAL goes with
-// it, since SQLite would replay that WAL into the restored file.
+// it, since SQLite would replay that WAL into the restored file. Until then
+// ctx can stop the restore, and the database stays as it was.
 func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (BackupInfo, error) {
 	info, err := d.Verify(ctx, file)
 	if err != nil {
@@ -119,7 +115,18 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 		return info, fmt.Errorf("restore: %s exists: stop its server, back it up if it matters, and restore with --force to replace it", d.Path)
 	}
 	tmp := real + ".restoring"
-	if err := copyFile(file, tmp); err != nil {
+	// A restore that crashed left it; the lock says none is running.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	if err := vacuumInto(ctx, file, tmp); err != nil {
+		return info, fmt.Errorf("restore: copy %s: %w", file, err)
+	}
+	if st, err := os.Stat(tmp); err == nil {
+		info.Bytes = st.Size()
+	}
+	// The last moment to stop: from here on the old database goes.
+	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
 		return info, fmt.Errorf("restore: %w", err)
 	}
@@ -152,21 +159,35 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
+// vacuumInto writes a compacted copy of the database from (its WAL
+// included) to the new file to, made 0600: SQLite would give it the
+// default mode, readable by everyone. VACUUM INTO takes an existing file
+// only when it is empty, which createPrivate makes it. On failure to is
+// removed.
+func vacuumInto(ctx context.Context, from, to string) error {
+	if err := createPrivate(to); err != nil {
+		return err
+	}
+	db, err := OpenReadOnly(from)
+	if err == nil {
+		_, err = db.ExecContext(ctx, `VACUUM INTO ?`, to)
+		db.Close()
+	}
+	if err != nil {
+		os.Remove(to)
+		return err
+	}
+	return nil
+}
+
+// createPrivate creates path, empty and readable by its owner only; it
+// must not exist.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return f.Close()
 }
 
 // syncRename makes from durable, then renames it to to and makes the

@@ -5,6 +5,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -72,6 +73,13 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	}
 	if d.lock, err = lockFile(d.realPath() + "-lock"); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
+	// The database holds every Secret: made 0600 here, since SQLite would
+	// make it 0644. Its WAL and shared memory take its mode (SQLite on
+	// Unix gives them the database file's permissions).
+	if err := createPrivate(d.Path); err != nil && !errors.Is(err, os.ErrExist) {
+		d.Close()
+		return nil, nil, fmt.Errorf("sqlite: create %s: %w", d.Path, err)
 	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
 	if err != nil {
@@ -169,6 +177,24 @@ func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err
 func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, `VACUUM`)
 	return err
+}
+
+// Tables lists the database's tables and views, SQLite's own left out,
+// read-only: a file that does not exist has none and is not created.
+func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
+	if _, err := os.Stat(d.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := OpenReadOnly(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	defer db.Close()
+	names, err := generic.QueryStrings(ctx, db, `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND substr(name, 1, 7) <> 'sqlite_'`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", d.Path, err)
+	}
+	return names, nil
 }
 
 var _ mvcc.Dialect = (*Dialect)(nil)
