@@ -87,7 +87,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 	// compared too.
 	ref := openStore(t, mvcc.Options{DisableLiveIndex: true, RingBytes: 1})
 	stores := map[string]*mvcc.Store{
-		"index, events from the log": openStore(t, mvcc.Options{RingBytes: 1}),
+		"index, events from the log":  openStore(t, mvcc.Options{RingBytes: 1}),
 		"index, events from the ring": openStore(t, mvcc.Options{}),
 	}
 	ctx := context.Background()
