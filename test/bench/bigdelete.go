@@ -29,6 +29,24 @@ type bigDeleteResult struct {
 	read                latencies // the readers during the delete
 	rssBefore, rssAfter int64     // right before the delete; 10 s after it
 	rssPeak             int64     // from right before the delete to the last event delivered
+	failed              int64     // writers' and readers' requests that failed (timeouts: -req-timeout)
+	timedOut            bool      // the server answered the delete "request timed out" (etcd)
+}
+
+// waitGone waits until no key is left under prefix.
+func waitGone(ctx context.Context, c *clientv3.Client, prefix string, deadline time.Time) error {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		r, err := c.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		switch {
+		case err == nil && r.Count == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("keys still under %s at the deadline (%v)", prefix, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // latencies are the requests of one window.
@@ -43,11 +61,13 @@ type timedOp struct {
 	took  time.Duration
 }
 
-// window is the latencies of the ops that overlapped [from, to].
-func window(ops []timedOp, from, to time.Time) latencies {
+// window is the latencies of the ops that overlapped [from, to], or with
+// within those that ran inside it.
+func window(ops []timedOp, from, to time.Time, within bool) latencies {
 	var lat []time.Duration
 	for _, o := range ops {
-		if o.start.Before(to) && o.start.Add(o.took).After(from) {
+		end := o.start.Add(o.took)
+		if within && !o.start.Before(from) && !end.After(to) || !within && o.start.Before(to) && end.After(from) {
 			lat = append(lat, o.took)
 		}
 	}
@@ -171,22 +191,29 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Minute)
 	dresp, err := conns[0].Delete(dctx, bigDeletePrefix, clientv3.WithPrefix())
 	dcancel()
+	if err == nil {
+		res.deleted = dresp.Deleted
+	} else if strings.Contains(err.Error(), "request timed out") {
+		// etcd's answer when applying takes longer than it waits; the
+		// delete is in its log and applies: time it until the keys are gone.
+		res.timedOut = true
+		if err = waitGone(ctx, conns[0], bigDeletePrefix, delFrom.Add(10*time.Minute)); err == nil {
+			res.deleted = int64(ec.delKeys)
+		}
+	}
 	delTo := time.Now()
 	if err != nil {
 		return nil, fmt.Errorf("delete: %w", err)
 	}
 	res.delTime = delTo.Sub(delFrom)
-	res.deleted = dresp.Deleted
 	time.Sleep(time.Second)
 	close(stop)
 	b := <-done
 	stopped = true
-	res.baseWrite = window(b.writes, baseFrom.Add(time.Second), delFrom)
-	res.write = window(b.writes, delFrom, delTo)
-	res.read = window(b.reads, delFrom, delTo)
-	if b.errs > 0 {
-		return nil, fmt.Errorf("%d background requests failed", b.errs)
-	}
+	res.baseWrite = window(b.writes, baseFrom.Add(time.Second), delFrom, true)
+	res.write = window(b.writes, delFrom, delTo, false)
+	res.read = window(b.reads, delFrom, delTo, false)
+	res.failed = b.errs
 
 	end := time.Now().Add(2 * time.Minute)
 	for events.Load() < int64(ec.delKeys) && time.Now().Before(end) && ctx.Err() == nil {
@@ -211,10 +238,10 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 }
 
 func printBigDelete(w io.Writer, runs []*extraRun[*bigDeleteResult], ec extraConfig) {
-	fmt.Fprintf(w, "One DeleteRange of %d keys (%d-byte values) while %d writers and %d readers, each sequential, use other keys, and a watcher of the prefix counts the delete events. Writers and readers \"during\" are the requests that overlapped the delete. RSS from /proc/PID/status: right before the delete, the peak from then until the last event arrived (VmHWM, reset before the delete), and 10 s after the delete. Best of the rounds per figure; deleted and events: worst round.\n\n",
+	fmt.Fprintf(w, "One DeleteRange of %d keys (%d-byte values) while %d writers and %d readers, each sequential, use other keys, and a watcher of the prefix counts the delete events. Writers and readers \"during\" are the requests that overlapped the delete (\"before\": those in the 2 s before it); a request fails after 30 s. A delete etcd answers \"request timed out\" still applies: its time is then until the keys are gone. RSS from /proc/PID/status: right before the delete, the peak from then until the last event arrived (VmHWM, reset before the delete), and 10 s after the delete. Best of the rounds per figure; deleted and events: worst round.\n\n",
 		ec.delKeys, ec.valueSize, ec.delClients, ec.delClients)
-	fmt.Fprintln(w, "| target | delete took | deleted | events | writes before p99 | writes during: n, p50 / p99 / max | reads during: n, p99 / max | RSS before | RSS peak | RSS after 10 s |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| target | delete took | deleted | events | writes before p99 | writes during: n, p50 / p99 / max | reads during: n, p99 / max | failed requests | RSS before | RSS peak | RSS after 10 s |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	took := func(r *bigDeleteResult) float64 { return r.delTime.Seconds() }
 	wp99 := func(r *bigDeleteResult) float64 { return r.write.p99.Seconds() }
 	wmax := func(r *bigDeleteResult) float64 { return r.write.max.Seconds() }
@@ -231,15 +258,22 @@ func printBigDelete(w io.Writer, runs []*extraRun[*bigDeleteResult], ec extraCon
 				b = x
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %d, %s / %s / %s | %d, %s / %s | %s | %s | %s |\n", r.t.name,
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %d, %s / %s / %s | %d, %s / %s | %d | %s | %s | %s |\n", r.t.name,
 			fmtSec(took(b)), fewestOf(r.rounds, func(x *bigDeleteResult) int64 { return x.deleted }),
 			fewestOf(r.rounds, func(x *bigDeleteResult) int64 { return x.events }),
 			fmtSec(b.baseWrite.p99.Seconds()),
 			b.write.n, fmtSec(b.write.p50.Seconds()), fmtSec(b.write.p99.Seconds()), fmtSec(b.write.max.Seconds()),
-			b.read.n, fmtSec(b.read.p99.Seconds()), fmtSec(b.read.max.Seconds()),
+			b.read.n, fmtSec(b.read.p99.Seconds()), fmtSec(b.read.max.Seconds()), b.failed,
 			fmtMB(b.rssBefore), fmtMB(b.rssPeak), fmtMB(b.rssAfter))
 	}
 	fmt.Fprintln(w, "\nRows show the round with the faster delete; the ratios take each figure's better round.")
+	for _, r := range runs {
+		for i, x := range r.rounds {
+			if x.timedOut {
+				fmt.Fprintf(w, "- %s, round %d: the delete was answered \"request timed out\"; its time is until the keys were gone\n", r.t.name, i+1)
+			}
+		}
+	}
 	printNotes(w, runs)
 	printRatios(w, runs, []ratioCol[*bigDeleteResult]{
 		{"delete took", took, false},
