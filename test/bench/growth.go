@@ -22,16 +22,11 @@ type growthServer struct {
 }
 
 func startGrowthServer(ctx context.Context, bin, dir string, extra ...string) (*growthServer, error) {
-	srv, err := launch(ctx, quantykubeTarget("quantykube", bin, nil, extra), dir, "")
+	srv, conns, err := launchDialled(ctx, quantykubeTarget("quantykube", bin, nil, extra), dir, "")
 	if err != nil {
 		return nil, err
 	}
-	conns, err := dialConns(srv.endpoint, 16)
-	if err != nil {
-		srv.stop()
-		return nil, err
-	}
-	return &growthServer{endpoint: srv.endpoint, conns: conns, stop: func() { closeAll(conns); srv.stop() }}, nil
+	return &growthServer{endpoint: srv.endpoint, conns: conns, stop: srv.stop}, nil
 }
 
 // runGrowth measures QuantyKube as retained history grows: one server

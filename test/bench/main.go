@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func logf(format string, args ...any) {
@@ -299,6 +301,23 @@ type server struct {
 	// took is from the process's start to its first answer.
 	took time.Duration
 	stop func()
+}
+
+// launchDialled is launch with 16 clients of the server; its stop closes
+// them first.
+func launchDialled(ctx context.Context, t target, dir, db string) (*server, []*clientv3.Client, error) {
+	srv, err := launch(ctx, t, dir, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	conns, err := dialConns(srv.endpoint, 16)
+	if err != nil {
+		srv.stop()
+		return nil, nil, err
+	}
+	stop := srv.stop
+	srv.stop = func() { closeAll(conns); stop() }
+	return srv, conns, nil
 }
 
 // launch starts t on dir (and database db) on a free port and waits until

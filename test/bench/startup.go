@@ -38,13 +38,8 @@ func (r *startupResult) fastest() time.Duration {
 
 func runStartup(ctx context.Context, t target, fr *fresh, ec extraConfig, restarts int) (*startupResult, error) {
 	res := &startupResult{}
-	srv, err := launch(ctx, t, fr.dir, fr.db)
+	srv, conns, err := launchDialled(ctx, t, fr.dir, fr.db)
 	if err != nil {
-		return nil, err
-	}
-	conns, err := dialConns(srv.endpoint, 16)
-	if err != nil {
-		srv.stop()
 		return nil, err
 	}
 	t0 := time.Now()
@@ -63,7 +58,6 @@ func runStartup(ctx context.Context, t target, fr *fresh, ec extraConfig, restar
 		cancel()
 	}
 	res.load = time.Since(t0)
-	closeAll(conns)
 	srv.stop()
 	if err != nil {
 		return nil, err
