@@ -122,7 +122,8 @@ fuzz:
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
 # Postgres), peers built once into .cache/peers. BENCH_FLAGS adds harness
-# flags, e.g. BENCH_FLAGS="-rounds 1 -clients 64". See docs/BENCHMARKS.md.
-BENCH_FLAGS ?= -list100k
+# flags, e.g. BENCH_FLAGS="-rounds 1 -clients 64", or "-workloads fanout -quick"
+# for one of the workloads beside the table. See docs/BENCHMARKS.md.
+BENCH_FLAGS ?= -list100k -workloads all
 bench:
 	bash scripts/bench.sh $(BENCH_FLAGS)

@@ -1,8 +1,11 @@
 package mvcc
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -24,10 +27,14 @@ const (
 	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
 	sqlUpsertCurrent = `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
-	sqlMeta          = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
+	// A range delete's steps: the log's delete rows for the live keys in
+	// [first, last], numbered in key order from sub, then the keys.
+	sqlInsertDeletes  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ?`
+	sqlDeleteCurrents = `DELETE FROM current WHERE key >= ? AND key <= ?`
+	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
 )
 
-var directSQL = []string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlLeaseExists, sqlInsertLease, sqlDeleteLease}
+var directSQL = []string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease}
 
 type directBatcher struct {
 	s    *Store
@@ -125,6 +132,74 @@ func (t *directTx) del(key []byte, rev, sub, unixMs int64) error {
 	}
 	t.rows[string(key)] = nil
 	return nil
+}
+
+// deleteStep bounds the keys one statement of a range delete removes, so
+// that no statement grows with the range (SQLite keeps what a statement
+// changed until it ends, to undo it alone if it fails).
+const deleteStep = 2000
+
+// deleteRange deletes the live keys in kr with a few statements per
+// deleteStep keys, all in the batch's one transaction and revision. The
+// rows come from the live index and the batch's own writes, not from SQL:
+// the events and prev_kv share the index's rows instead of copies read
+// back. Without a live index it leaves the range to the caller.
+func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.KeyValue, bool, error) {
+	if t.index == nil {
+		return nil, false, nil
+	}
+	prevs := t.rangeRows(kr)
+	for i := 0; i < len(prevs); i += deleteStep {
+		step := prevs[i:min(i+deleteStep, len(prevs))]
+		first, last := step[0].Key, step[len(step)-1].Key
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{sqlInsertDeletes, []any{rev, sub + int64(i), unixMs, first, last}},
+			{sqlDeleteCurrents, []any{first, last}},
+		} {
+			res, err := t.tx.ExecContext(t.ctx, q.sql, q.args...)
+			if err != nil {
+				return nil, false, err
+			}
+			// The table and the live index must agree on the keys in the
+			// step, or the log's sub numbers would not be the events'.
+			if n, err := res.RowsAffected(); err != nil || n != int64(len(step)) {
+				return nil, false, fmt.Errorf("delete range: %d rows in [%q, %q] where the live index has %d (%v)", n, first, last, len(step), err)
+			}
+		}
+	}
+	for _, kv := range prevs {
+		t.rows[string(kv.Key)] = nil
+	}
+	return prevs, true, nil
+}
+
+// rangeRows is the live keys in kr as this transaction sees them: the
+// index's, with this batch's writes over them, in key order.
+func (t *directTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
+	var out []*mvccpb.KeyValue
+	t.index.ascend(kr, func(kv *mvccpb.KeyValue) bool {
+		if staged, ok := t.rows[string(kv.Key)]; ok {
+			kv = staged
+		}
+		if kv != nil {
+			out = append(out, kv)
+		}
+		return true
+	})
+	// Keys the batch created: the index does not hold them yet.
+	n := len(out)
+	for _, kv := range t.rows {
+		if kv != nil && kr.Contains(kv.Key) && t.index.get(kv.Key) == nil {
+			out = append(out, kv)
+		}
+	}
+	if len(out) > n {
+		slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	}
+	return out
 }
 
 func (t *directTx) flush() error { return nil }

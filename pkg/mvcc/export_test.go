@@ -1,5 +1,7 @@
 package mvcc
 
+import "context"
+
 // Test hooks: the live index's state, and the one failure tests cannot
 // cause (a commit whose outcome is unknown). Call them between writes: the
 // writer's answers order them with its own use of the index.
@@ -25,3 +27,17 @@ func (s *Store) FailCommitOutcome() {
 // directly (keyrange_fuzz_test.go), for the fuzz targets outside the
 // package.
 var EtcdContains = etcdContains
+
+// HoldWriter takes the writer's one database connection, so that the
+// writer waits at its next batch's start while requests queue behind it;
+// release gives the connection back.
+func (s *Store) HoldWriter() (release func(), err error) {
+	conn, err := s.wdb.Conn(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return func() { conn.Close() }, nil
+}
+
+// QueuedWrites is how many requests wait for the writer.
+func (s *Store) QueuedWrites() int { return len(s.reqs) }

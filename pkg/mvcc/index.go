@@ -103,6 +103,25 @@ func (c *liveIndex) apply(rev int64, evs []*Event) bool {
 	return true
 }
 
+// ascend calls visit with the rows of tree in kr, in key order, until it
+// returns false.
+func ascend(tree *btree.BTreeG[*mvccpb.KeyValue], kr KeyRange, visit func(*mvccpb.KeyValue) bool) {
+	switch {
+	case kr.Empty():
+	case kr.Single():
+		if kv, ok := tree.Get(&mvccpb.KeyValue{Key: kr.Key}); ok {
+			visit(kv)
+		}
+	case kr.Unbounded:
+		tree.AscendGreaterOrEqual(&mvccpb.KeyValue{Key: kr.Key}, visit)
+	default:
+		tree.AscendRange(&mvccpb.KeyValue{Key: kr.Key}, &mvccpb.KeyValue{Key: kr.End}, visit)
+	}
+}
+
+// ascend is the writer's walk over the committed rows in kr.
+func (c *liveIndex) ascend(kr KeyRange, visit func(*mvccpb.KeyValue) bool) { ascend(c.tree, kr, visit) }
+
 // get is the writer's read of a committed row: nil if the key is absent.
 func (c *liveIndex) get(key []byte) *mvccpb.KeyValue {
 	kv, _ := c.tree.Get(&mvccpb.KeyValue{Key: key})
@@ -162,16 +181,7 @@ func (s *Store) rangeIndexed(r *pb.RangeRequest) (*RangeResult, bool, error) {
 		kvs = append(kvs, out)
 		return true
 	}
-	switch {
-	case kr.Single():
-		if kv, ok := snap.tree.Get(&mvccpb.KeyValue{Key: kr.Key}); ok {
-			visit(kv)
-		}
-	case kr.Unbounded:
-		snap.tree.AscendGreaterOrEqual(&mvccpb.KeyValue{Key: kr.Key}, visit)
-	default:
-		snap.tree.AscendRange(&mvccpb.KeyValue{Key: kr.Key}, &mvccpb.KeyValue{Key: kr.End}, visit)
-	}
+	ascend(snap.tree, kr, visit)
 	if r.CountOnly {
 		return res, true, nil
 	}

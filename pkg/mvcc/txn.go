@@ -465,26 +465,8 @@ func (b *batch) put(c *change, p *pb.PutRequest) (*pb.PutResponse, error) {
 }
 
 func (b *batch) deleteRange(c *change, d *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	kr := NewKeyRange(d.Key, d.RangeEnd)
-	var prevs []*mvccpb.KeyValue
-	switch {
-	case kr.Single():
-		// kube-apiserver's delete: the batch's row reader answers it without
-		// a scan (and without sending a buffered batch's held-back writes).
-		prev, err := b.tx.get(kr.Key)
-		if err != nil {
-			return nil, err
-		}
-		if prev != nil {
-			prevs = []*mvccpb.KeyValue{prev}
-		}
-	case !kr.Empty():
-		var err error
-		if prevs, err = b.tx.scan(kr, 0); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.deleteKeys(c, prevs); err != nil {
+	prevs, err := b.deleteIn(c, NewKeyRange(d.Key, d.RangeEnd))
+	if err != nil {
 		return nil, err
 	}
 	resp := &pb.DeleteRangeResponse{Header: &pb.ResponseHeader{Revision: c.headerRev(b.rev)}, Deleted: int64(len(prevs))}
@@ -494,14 +476,60 @@ func (b *batch) deleteRange(c *change, d *pb.DeleteRangeRequest) (*pb.DeleteRang
 	return resp, nil
 }
 
+// deleteIn deletes every live key in kr in revision c and returns their
+// rows as they were, in key order.
+func (b *batch) deleteIn(c *change, kr KeyRange) ([]*mvccpb.KeyValue, error) {
+	var prevs []*mvccpb.KeyValue
+	switch {
+	case kr.Empty():
+		return nil, nil
+	case kr.Single():
+		// kube-apiserver's delete: the batch's row reader answers it without
+		// a scan (and without sending a buffered batch's held-back writes).
+		prev, err := b.tx.get(kr.Key)
+		if err != nil || prev == nil {
+			return nil, err
+		}
+		prevs = []*mvccpb.KeyValue{prev}
+	default:
+		if rd, ok := b.tx.(rangeDeleter); ok {
+			prevs, done, err := rd.deleteRange(kr, c.rev, c.sub, b.unixMs)
+			if err == nil && done {
+				b.deleted(c, prevs)
+			}
+			if err != nil || done {
+				return prevs, err
+			}
+		}
+		var err error
+		if prevs, err = b.tx.scan(kr, 0); err != nil {
+			return nil, err
+		}
+	}
+	return prevs, b.deleteKeys(c, prevs)
+}
+
 // deleteKeys removes the given current rows in revision c.
 func (b *batch) deleteKeys(c *change, prevs []*mvccpb.KeyValue) error {
-	for _, prev := range prevs {
-		if err := b.tx.del(prev.Key, c.rev, c.sub, b.unixMs); err != nil {
+	for i, prev := range prevs {
+		if err := b.tx.del(prev.Key, c.rev, c.sub+int64(i), b.unixMs); err != nil {
 			return err
 		}
-		c.sub++
-		b.events = append(b.events, &Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: prev.Key, ModRevision: c.rev}, PrevKv: prev, UnixMs: b.unixMs})
 	}
+	b.deleted(c, prevs)
 	return nil
+}
+
+// deleted records the deletes of prevs, already written as changes c.sub,
+// c.sub+1, ... of revision c, as the batch's events. A range delete can
+// make hundreds of thousands: they are allocated together.
+func (b *batch) deleted(c *change, prevs []*mvccpb.KeyValue) {
+	evs := make([]Event, len(prevs))
+	kvs := make([]mvccpb.KeyValue, len(prevs))
+	for i, prev := range prevs {
+		kvs[i].Key, kvs[i].ModRevision = prev.Key, c.rev
+		evs[i] = Event{Type: mvccpb.DELETE, Kv: &kvs[i], PrevKv: prev, UnixMs: b.unixMs}
+		b.events = append(b.events, &evs[i])
+	}
+	c.sub += int64(len(prevs))
 }

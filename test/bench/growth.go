@@ -22,26 +22,11 @@ type growthServer struct {
 }
 
 func startGrowthServer(ctx context.Context, bin, dir string, extra ...string) (*growthServer, error) {
-	port, err := freePort()
+	srv, conns, err := launchDialled(ctx, quantykubeTarget("quantykube", bin, nil, extra), dir, "")
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--endpoint", "sqlite://" + filepath.Join(dir, "state.db")}, extra...)
-	cmd, err := command(ctx, dir, bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	endpoint, stop, err := supervise(ctx, cmd, port, dir)
-	if err != nil {
-		return nil, err
-	}
-	conns, err := dialConns(endpoint, 16)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &growthServer{endpoint: endpoint, conns: conns, stop: func() { closeAll(conns); stop() }}, nil
+	return &growthServer{endpoint: srv.endpoint, conns: conns, stop: srv.stop}, nil
 }
 
 // runGrowth measures QuantyKube as retained history grows: one server

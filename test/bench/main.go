@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func logf(format string, args ...any) {
@@ -54,6 +56,7 @@ func parseInts(s string) ([]int, error) {
 
 func run() error {
 	qkBin := flag.String("quantykube", "", "quantykube binary (empty: skip QuantyKube)")
+	qkFlags := flag.String("quantykube-flags", "", "more `quantykube serve` flags for the QuantyKube targets, space-separated (e.g. \"--pprof-address 127.0.0.1:6060\" to profile a workload from outside)")
 	qkBase := flag.String("quantykube-base", "", "a second quantykube binary, measured in the same run as \"quantykube@base\" (an older commit, to compare before and after)")
 	kineBin := flag.String("kine", "", "kine binary (empty: skip kine)")
 	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
@@ -73,7 +76,15 @@ func run() error {
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
+	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, or all")
+	var ec extraConfig
+	applyQuick := extraFlags(&ec)
 	flag.Parse()
+	applyQuick()
+	table, extras, err := parseWorkloads(*workloads)
+	if err != nil {
+		return err
+	}
 
 	// The servers run in their data directories: make the paths absolute.
 	for _, b := range []*string{qkBin, qkBase, kineBin, etcdBin} {
@@ -139,10 +150,10 @@ func run() error {
 
 	var targets []target
 	if *qkBin != "" {
-		targets = append(targets, quantykubeTarget("quantykube", *qkBin, nil))
+		targets = append(targets, quantykubeTarget("quantykube", *qkBin, nil, strings.Fields(*qkFlags)))
 	}
 	if *qkBase != "" {
-		targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, nil))
+		targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, nil, strings.Fields(*qkFlags)))
 	}
 	if *kineBin != "" {
 		targets = append(targets, kineTarget(*kineBin, nil))
@@ -152,10 +163,10 @@ func run() error {
 	}
 	if pg != nil {
 		if *qkBin != "" {
-			targets = append(targets, quantykubeTarget("quantykube", *qkBin, pg))
+			targets = append(targets, quantykubeTarget("quantykube", *qkBin, pg, strings.Fields(*qkFlags)))
 		}
 		if *qkBase != "" {
-			targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, pg))
+			targets = append(targets, quantykubeTarget("quantykube@base", *qkBase, pg, strings.Fields(*qkFlags)))
 		}
 		if *kineBin != "" {
 			targets = append(targets, kineTarget(*kineBin, pg))
@@ -178,28 +189,36 @@ func run() error {
 		return fmt.Errorf("no targets: pass -quantykube, -kine and/or -etcd")
 	}
 
-	started := time.Now()
-	var results []*targetResult
-	for _, t := range targets {
-		tr := &targetResult{t: t}
-		for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
-			logf("%s: round %d of %d", t.name, r, *rounds)
-			rcfg := cfg
-			rcfg.list100k = cfg.list100k && r <= *bigRounds
-			rr := runRound(ctx, t, workDir, pg, r, rcfg)
-			if rr.err != nil {
-				logf("%s: round %d: %v", t.name, r, rr.err)
+	if table {
+		started := time.Now()
+		var results []*targetResult
+		for _, t := range targets {
+			tr := &targetResult{t: t}
+			for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
+				logf("%s: round %d of %d", t.name, r, *rounds)
+				rcfg := cfg
+				rcfg.list100k = cfg.list100k && r <= *bigRounds
+				rr := runRound(ctx, t, workDir, pg, r, rcfg)
+				if rr.err != nil {
+					logf("%s: round %d: %v", t.name, r, rr.err)
+				}
+				tr.rounds = append(tr.rounds, rr)
 			}
-			tr.rounds = append(tr.rounds, rr)
+			results = append(results, tr)
 		}
-		results = append(results, tr)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		printReport(os.Stdout, results, cfg, time.Since(started))
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if len(extras) > 0 {
+		ec.valueSize, ec.reqTimeout = cfg.valueSize, cfg.reqTimeout
+		if err := runExtras(ctx, os.Stdout, extras, targets, workDir, pg, *rounds, ec); err != nil {
+			return err
+		}
 	}
-	printReport(os.Stdout, results, cfg, time.Since(started))
 
-	if *profileDir != "" && *qkBin != "" {
+	if *profileDir != "" && *qkBin != "" && table {
 		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
 			return err
 		}
@@ -236,31 +255,12 @@ func run() error {
 // runRound starts the target on fresh data, runs the workload, records the
 // server's memory, and stops it.
 func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, round int, cfg config) *roundResult {
-	safe := strings.NewReplacer("/", "-", " ", "", "(", "", ")", "").Replace(t.name)
-	dir := filepath.Join(workDir, fmt.Sprintf("%s-r%d", safe, round))
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &roundResult{err: err}
-	}
-	defer os.RemoveAll(dir)
-	db := ""
-	if t.engine == "postgres" {
-		db = fmt.Sprintf("bench_%s_r%d_%d", strings.ReplaceAll(strings.Split(t.name, "/")[0], "-", "_"), round, time.Now().Unix())
-		if err := pg.createDB(ctx, db); err != nil {
-			return &roundResult{err: err}
-		}
-	}
-	port, err := freePort()
+	fr, err := prepare(ctx, t, workDir, pg, "", round)
 	if err != nil {
 		return &roundResult{err: err}
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd, err := t.start(sctx, dir, db, port)
-	if err != nil {
-		return &roundResult{err: err}
-	}
-	endpoint, stopServer, err := supervise(ctx, cmd, port, dir)
+	defer fr.cleanup()
+	srv, err := launch(ctx, t, fr.dir, fr.db)
 	if err != nil {
 		return &roundResult{err: err}
 	}
@@ -277,21 +277,69 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 			}
 		}
 	}
-	rr, err := runWorkload(ctx, endpoint, cfg, hooks)
+	rr, err := runWorkload(ctx, srv.endpoint, cfg, hooks)
 	if rr == nil {
 		rr = &roundResult{}
 	}
 	rr.err = err
-	if m, err := readMemory(cmd.Process.Pid); err == nil {
+	if m, err := readMemory(srv.pid); err == nil {
 		rr.mem = m
 	}
 	if t.engine == "postgres" {
-		rr.dbBytes = pg.dbSize(ctx, db)
-	} else if n := dirSize(dir); n > 0 {
+		rr.dbBytes = pg.dbSize(ctx, fr.db)
+	} else if n := dirSize(fr.dir); n > 0 {
 		rr.dbBytes = n
 	}
-	stopServer()
+	srv.stop()
 	return rr
+}
+
+// server is one running target.
+type server struct {
+	endpoint string
+	pid      int
+	// took is from the process's start to its first answer.
+	took time.Duration
+	stop func()
+}
+
+// launchDialled is launch with 16 clients of the server; its stop closes
+// them first.
+func launchDialled(ctx context.Context, t target, dir, db string) (*server, []*clientv3.Client, error) {
+	srv, err := launch(ctx, t, dir, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	conns, err := dialConns(srv.endpoint, 16)
+	if err != nil {
+		srv.stop()
+		return nil, nil, err
+	}
+	stop := srv.stop
+	srv.stop = func() { closeAll(conns); stop() }
+	return srv, conns, nil
+}
+
+// launch starts t on dir (and database db) on a free port and waits until
+// it answers; stop ends it.
+func launch(ctx context.Context, t target, dir, db string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	t0 := time.Now()
+	cmd, err := t.start(sctx, dir, db, port)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	endpoint, stop, err := supervise(ctx, cmd, port, dir)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &server{endpoint: endpoint, pid: cmd.Process.Pid, took: time.Since(t0), stop: func() { stop(); cancel() }}, nil
 }
 
 func tail(path string) string {

@@ -216,7 +216,7 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 	// older build (quantykube@base) is one more peer.
 	var qks, peers []*targetResult
 	for _, tr := range results {
-		if strings.HasPrefix(tr.t.name, "quantykube") && !strings.HasPrefix(tr.t.name, "quantykube@base") {
+		if isQuantyKube(tr.t) {
 			qks = append(qks, tr)
 		} else {
 			peers = append(peers, tr)

@@ -67,8 +67,8 @@ func command(ctx context.Context, dir string, bin string, args ...string) (*exec
 }
 
 // quantykubeTarget is QuantyKube served by bin; name tells two builds apart
-// in one table (QK_BASE in scripts/bench.sh).
-func quantykubeTarget(name, bin string, pg *pgCluster) target {
+// in one table (QK_BASE in scripts/bench.sh); extra are more serve flags.
+func quantykubeTarget(name, bin string, pg *pgCluster, extra []string) target {
 	t := target{name: name + "/sqlite", engine: "sqlite"}
 	if pg != nil {
 		t.name, t.engine = name+"/postgres", "postgres"
@@ -78,7 +78,8 @@ func quantykubeTarget(name, bin string, pg *pgCluster) target {
 		if pg != nil {
 			ep = pg.url(db)
 		}
-		return command(ctx, dir, bin, "serve", "--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", ep)
+		args := append([]string{"serve", "--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", ep}, extra...)
+		return command(ctx, dir, bin, args...)
 	}
 	return t
 }
@@ -149,31 +150,60 @@ func newClient(endpoint string) (*clientv3.Client, error) {
 	})
 }
 
-// waitReady waits until the server answers a read, or gives up.
+// waitReady waits until the server answers a read, or gives up. It
+// returns as soon as it can: the start-up workload times it. A server that
+// accepts connections before it serves (etcd and QuantyKube both listen
+// before they load their data) is asked once and answers when ready.
 func waitReady(ctx context.Context, endpoint string, cmd *exec.Cmd, exited <-chan struct{}) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(startTimeout)
+	addr := strings.TrimPrefix(endpoint, "http://")
+	// Connect first: a gRPC client refused once backs off for a second.
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server pid %d not listening after %v: %w", cmd.Process.Pid, startTimeout, err)
+		}
 		select {
 		case <-exited:
 			return errors.New("server exited during start")
 		case <-ctx.Done():
 			return ctx.Err()
-		default:
+		case <-time.After(5 * time.Millisecond):
 		}
-		c, err := newClient(endpoint)
-		if err == nil {
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err = c.Get(rctx, "/bench-ready")
-			cancel()
-			c.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("server pid %d not ready after 60s", cmd.Process.Pid)
+	c, err := newClient(endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		got := make(chan error, 1)
+		go func() { _, err := c.Get(rctx, "/bench-ready"); got <- err }()
+		select {
+		case err = <-got:
+		case <-exited:
+			err = errors.New("server exited during start")
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline), strings.Contains(err.Error(), "exited during start"):
+			return fmt.Errorf("server pid %d not ready after %v: %w", cmd.Process.Pid, startTimeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
+
+// startTimeout bounds a server's start, loading its data included.
+const startTimeout = 10 * time.Minute
 
 // memory is a process's peak and current resident set, from /proc.
 type memory struct{ hwm, rss int64 } // bytes

@@ -1,0 +1,215 @@
+package mvcc_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+func delRangeOp(key, end string) *pb.RequestOp {
+	return &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key), RangeEnd: []byte(end), PrevKv: true}}}
+}
+
+// inOneBatch submits reqs so that the writer takes them as one batch: it
+// is held at the start of the batch before them while they queue.
+func inOneBatch(t *testing.T, s *mvcc.Store, reqs []*pb.TxnRequest) ([]*pb.TxnResponse, []error) {
+	t.Helper()
+	release, err := s.HoldWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/head"), "h", 0)}}) })
+	time.Sleep(100 * time.Millisecond) // the writer takes it, and waits for its connection
+	resps, errs := make([]*pb.TxnResponse, len(reqs)), make([]error, len(reqs))
+	for i, r := range reqs {
+		wg.Go(func() { resps[i], errs[i] = s.Txn(ctx, r) })
+		for s.QueuedWrites() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	batches, failures := batchCounts(t)
+	release()
+	wg.Wait()
+	// The head's batch and one more: the database refused none (a refused
+	// batch is retried request by request, which would hide a bug).
+	if b, f := batchCounts(t); b != batches+2 || f != failures {
+		t.Fatalf("%v batches and %v failures for the head and the batch, want 2 and 0", b-batches, f-failures)
+	}
+	return resps, errs
+}
+
+// batchCounts is how many batches the writers have committed or tried, and
+// how many the database refused.
+func batchCounts(t *testing.T) (batches uint64, failures float64) {
+	t.Helper()
+	var size, failed dto.Metric
+	if err := metrics.WriteBatchSize.Write(&size); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.CommitFailures.Write(&failed); err != nil {
+		t.Fatal(err)
+	}
+	return size.GetHistogram().GetSampleCount(), failed.GetCounter().GetValue()
+}
+
+// A range delete sees the writes of the requests before it in its batch
+// (a key created, a key updated, a key deleted), deletes in one revision
+// with prev_kv, and leaves the same answers, state, events and log as the
+// SQL path taking the requests one at a time.
+func TestDeleteRangeInBatch(t *testing.T) {
+	setup := []string{"/d/a1", "/d/a2", "/d/a3", "/d/b1", "/d/z"}
+	batch := []*pb.TxnRequest{
+		{Success: []*pb.RequestOp{putOp([]byte("/d/a15"), "new", 0)}},
+		{Success: []*pb.RequestOp{putOp([]byte("/d/a2"), "updated", 0)}},
+		{Success: []*pb.RequestOp{delRangeOp("/d/a3", "")}},
+		{Success: []*pb.RequestOp{delRangeOp("/d/a", "/d/b")}},
+		{Success: []*pb.RequestOp{putOp([]byte("/d/a1"), "again", 0)}},
+		{Success: []*pb.RequestOp{delRangeOp("/d/", "/d0")}},
+		{
+			Compare: []*pb.Compare{{Key: []byte("/d/a2"), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Version{Version: 0}}},
+			Success: []*pb.RequestOp{putOp([]byte("/d/c"), "after", 0)},
+		},
+		{Success: []*pb.RequestOp{delRangeOp("/d/", "/d0")}},
+	}
+	// A ring of one byte holds no event: watchers read the log, which so is
+	// compared too.
+	ref := openStore(t, mvcc.Options{DisableLiveIndex: true, RingBytes: 1})
+	stores := map[string]*mvcc.Store{
+		"index, events from the log":  openStore(t, mvcc.Options{RingBytes: 1}),
+		"index, events from the ring": openStore(t, mvcc.Options{}),
+	}
+	ctx := context.Background()
+	for _, s := range []*mvcc.Store{ref, stores["index, events from the log"], stores["index, events from the ring"]} {
+		for _, k := range setup {
+			put(t, s, k, []byte("v-"+k))
+		}
+	}
+	start := ref.Rev()
+	put(t, ref, "/head", []byte("h"))
+	var want []*pb.TxnResponse
+	for _, r := range batch {
+		resp, err := ref.Txn(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, resp)
+	}
+	if got := want[3].Responses[0].GetResponseDeleteRange(); got.Deleted != 3 || string(got.PrevKvs[1].Key) != "/d/a15" || string(got.PrevKvs[2].Value) != "updated" {
+		t.Fatalf("reference delete of [/d/a, /d/b): %v", got)
+	}
+	all := mvcc.NewKeyRange([]byte("/"), []byte{0})
+	wantEvents, err := ref.Events(ctx, start+1, ref.Rev(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range stores {
+		t.Run(name, func(t *testing.T) {
+			if !s.IndexServing() {
+				t.Fatal("the live index does not serve")
+			}
+			resps, errs := inOneBatch(t, s, batch)
+			for i := range batch {
+				if errs[i] != nil {
+					t.Fatalf("request %d: %v", i, errs[i])
+				}
+				if !proto.Equal(resps[i], want[i]) {
+					t.Fatalf("request %d:\n got %v\nwant %v", i, resps[i], want[i])
+				}
+			}
+			evs, err := s.Events(ctx, start+1, s.Rev(), all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != len(wantEvents) {
+				t.Fatalf("%d events, want %d", len(evs), len(wantEvents))
+			}
+			for i, e := range evs {
+				w := wantEvents[i]
+				if e.Type != w.Type || !proto.Equal(e.Kv, w.Kv) || !proto.Equal(e.PrevKv, w.PrevKv) {
+					t.Fatalf("event %d: %v %v (prev %v), want %v %v (prev %v)", i, e.Type, e.Kv, e.PrevKv, w.Type, w.Kv, w.PrevKv)
+				}
+			}
+			for _, r := range []*pb.RangeRequest{{Key: []byte("/"), RangeEnd: []byte{0}}, {Key: []byte("/d/"), RangeEnd: []byte("/d0"), CountOnly: true}} {
+				a, errA := s.Range(ctx, r)
+				b, errB := ref.Range(ctx, r)
+				if errA != nil || errB != nil || a.Rev != b.Rev || a.Count != b.Count || len(a.Kvs) != len(b.Kvs) {
+					t.Fatalf("range %v: errors %v, %v; rev %d, count %d; want rev %d, count %d", r, errA, errB, a.Rev, a.Count, b.Rev, b.Count)
+				}
+				for i := range a.Kvs {
+					if !proto.Equal(a.Kvs[i], b.Kvs[i]) {
+						t.Fatalf("range %v: kv %d: %v, want %v", r, i, a.Kvs[i], b.Kvs[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// A range delete of more keys than one step of statements removes is still
+// one revision, its events and log rows in key order.
+func TestDeleteRangeSteps(t *testing.T) {
+	const keys = 4500
+	ctx := context.Background()
+	ref := openStore(t, mvcc.Options{DisableLiveIndex: true, RingBytes: 1})
+	s := openStore(t, mvcc.Options{RingBytes: 1})
+	var want *pb.TxnResponse
+	for _, st := range []*mvcc.Store{ref, s} {
+		put(t, st, "/e/", []byte("before"))
+		for i := 0; i < keys; i += 100 {
+			var ops []*pb.RequestOp
+			for j := i; j < i+100; j++ {
+				ops = append(ops, putOp(fmt.Appendf(nil, "/e/k%05d", j), fmt.Sprint(j), 0))
+			}
+			if _, err := st.Txn(ctx, &pb.TxnRequest{Success: ops}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(t, st, "/e0", []byte("after"))
+		resp, err := st.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/e/k", "/e/l")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			want = resp
+			continue
+		}
+		if !proto.Equal(resp, want) {
+			t.Fatalf("delete answered %d deleted at %d, want %d at %d", resp.Responses[0].GetResponseDeleteRange().Deleted, resp.Header.Revision,
+				want.Responses[0].GetResponseDeleteRange().Deleted, want.Header.Revision)
+		}
+	}
+	if d := want.Responses[0].GetResponseDeleteRange(); d.Deleted != keys {
+		t.Fatalf("deleted %d, want %d", d.Deleted, keys)
+	}
+	rev := want.Header.Revision
+	evs, err := s.Events(ctx, rev, rev, mvcc.NewKeyRange([]byte("/"), []byte{0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != keys {
+		t.Fatalf("%d events at revision %d, want %d", len(evs), rev, keys)
+	}
+	for i, e := range evs {
+		if k := fmt.Sprintf("/e/k%05d", i); e.Type != mvccpb.DELETE || string(e.Kv.Key) != k || e.PrevKv == nil || string(e.PrevKv.Value) != fmt.Sprint(i) {
+			t.Fatalf("event %d: %v %q (prev %v), want the delete of %s", i, e.Type, e.Kv.Key, e.PrevKv, k)
+		}
+	}
+	for _, k := range []string{"/e/", "/e0"} {
+		r, err := s.Range(ctx, &pb.RangeRequest{Key: []byte(k)})
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("%s outside the range: %v, %d kvs", k, err, len(r.Kvs))
+		}
+	}
+}

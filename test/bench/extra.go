@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The workloads beside the table (issue 14): watch fan-out, a big
+// DeleteRange under load, an idle server, and start-up with many keys. Each
+// runs against every target that can run it, on fresh data, -rounds times;
+// each is printed as its own table with the ratios against etcd (and kine
+// where kine ran it) from the same run.
+
+// extraConfig sizes those workloads; -quick takes the small sizes for any
+// size not set on the command line.
+type extraConfig struct {
+	valueSize  int
+	reqTimeout time.Duration
+
+	fanWatchers, fanConns, fanPuts int
+	fanWait                        time.Duration // bound on delivery after the first put
+
+	delKeys, delClients int
+
+	idleTime              time.Duration
+	idleKeys, idleWatches int
+
+	startKeys, startVersions, startValue int
+}
+
+// extraFlags registers the workloads' flags and returns a function that
+// applies -quick once flag.Parse has run.
+func extraFlags(ec *extraConfig) func() {
+	flag.IntVar(&ec.fanWatchers, "fanout-watchers", 5000, "fanout: watchers of one prefix")
+	flag.IntVar(&ec.fanConns, "fanout-conns", 10, "fanout: connections (one Watch stream each) the watchers share")
+	flag.IntVar(&ec.fanPuts, "fanout-puts", 2000, "fanout: sequential puts under the prefix")
+	flag.DurationVar(&ec.fanWait, "fanout-wait", 5*time.Minute, "fanout: bound on delivering every event, from the first put")
+	flag.IntVar(&ec.delKeys, "bigdelete-keys", 200_000, "bigdelete: keys the one DeleteRange removes")
+	flag.IntVar(&ec.delClients, "bigdelete-clients", 8, "bigdelete: writers, and as many readers, running during the delete")
+	flag.DurationVar(&ec.idleTime, "idle-time", 2*time.Minute, "idle: the measured window")
+	flag.IntVar(&ec.startKeys, "startup-keys", 1_000_000, "startup: live keys")
+	flag.IntVar(&ec.startVersions, "startup-versions", 3, "startup: revisions written per key (the history a restart finds)")
+	flag.IntVar(&ec.startValue, "startup-value-size", 256, "startup: value bytes")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s, startup 100,000 keys")
+	ec.idleKeys, ec.idleWatches = 1000, 10
+	return func() {
+		if !*quick {
+			return
+		}
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		small := map[string]func(){
+			"fanout-watchers": func() { ec.fanWatchers = 1000 },
+			"fanout-puts":     func() { ec.fanPuts = 500 },
+			"fanout-wait":     func() { ec.fanWait = time.Minute },
+			"bigdelete-keys":  func() { ec.delKeys = 20_000 },
+			"idle-time":       func() { ec.idleTime = 30 * time.Second },
+			"startup-keys":    func() { ec.startKeys = 100_000 },
+		}
+		for name, f := range small {
+			if !set[name] {
+				f()
+			}
+		}
+	}
+}
+
+func (ec extraConfig) check() error {
+	switch {
+	case ec.fanWatchers < 1 || ec.fanConns < 1 || ec.fanConns > ec.fanWatchers || ec.fanPuts < 1:
+		return fmt.Errorf("fanout: want watchers >= conns >= 1 and puts >= 1")
+	case ec.delKeys < 1 || ec.delClients < 1:
+		return fmt.Errorf("bigdelete: want keys and clients >= 1")
+	case ec.idleTime <= 0:
+		return fmt.Errorf("idle: want -idle-time > 0")
+	case ec.startKeys < 1 || ec.startVersions < 1 || ec.startValue < 0:
+		return fmt.Errorf("startup: want keys and versions >= 1")
+	}
+	return nil
+}
+
+// extraWorkloads are the workloads beside the table, in the order they run.
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup"}
+
+// parseWorkloads reads -workloads: "table", the extra names, or "all".
+func parseWorkloads(s string) (table bool, extras []string, err error) {
+	for _, w := range strings.Split(s, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case "table":
+			table = true
+		case "all":
+			table, extras = true, extraWorkloads
+		case "fanout", "bigdelete", "idle", "startup":
+			extras = append(extras, w)
+		default:
+			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
+		}
+	}
+	return table, dedupe(extras), nil
+}
+
+// fresh is an empty data directory (and, for a Postgres target, a new
+// database) for one round of one workload.
+type fresh struct {
+	dir, db string
+	cleanup func()
+}
+
+func prepare(ctx context.Context, t target, workDir string, pg *pgCluster, label string, round int) (*fresh, error) {
+	safe := strings.NewReplacer("/", "-", " ", "", "(", "", ")", "").Replace(t.name)
+	dir := filepath.Join(workDir, fmt.Sprintf("%s%s-r%d", safe, label, round))
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f := &fresh{dir: dir, cleanup: func() { os.RemoveAll(dir) }}
+	if t.engine == "postgres" {
+		f.db = fmt.Sprintf("bench_%s%s_r%d_%d", strings.ReplaceAll(strings.Split(t.name, "/")[0], "-", "_"), strings.ReplaceAll(label, "-", "_"), round, time.Now().Unix())
+		if err := pg.createDB(ctx, f.db); err != nil {
+			f.cleanup()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// extraRun is one target's rounds of one workload.
+type extraRun[R any] struct {
+	t       target
+	skipped string // why the target does not run this workload
+	rounds  []R
+	errs    []string
+}
+
+// eachRound runs f for every target, rounds times, each time on fresh
+// data; skip says why a target cannot run the workload ("" if it can).
+func eachRound[R any](ctx context.Context, name string, targets []target, workDir string, pg *pgCluster, rounds int,
+	skip func(target) string, f func(ctx context.Context, t target, fr *fresh) (R, error)) []*extraRun[R] {
+	var out []*extraRun[R]
+	for _, t := range targets {
+		run := &extraRun[R]{t: t, skipped: skip(t)}
+		out = append(out, run)
+		if run.skipped != "" {
+			continue
+		}
+		for r := 1; r <= rounds && ctx.Err() == nil; r++ {
+			logf("%s: %s, round %d of %d", t.name, name, r, rounds)
+			fr, err := prepare(ctx, t, workDir, pg, "-"+name, r)
+			if err == nil {
+				var res R
+				res, err = f(ctx, t, fr)
+				fr.cleanup()
+				if err == nil {
+					run.rounds = append(run.rounds, res)
+					continue
+				}
+			}
+			logf("%s: %s, round %d: %v", t.name, name, r, err)
+			run.errs = append(run.errs, err.Error())
+		}
+	}
+	return out
+}
+
+// runExtras runs the named workloads and prints a table for each.
+func runExtras(ctx context.Context, w io.Writer, names []string, targets []target, workDir string, pg *pgCluster, rounds int, ec extraConfig) error {
+	if err := ec.check(); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		started := time.Now()
+		load := loadAvg()
+		var print func(io.Writer)
+		switch name {
+		case "fanout":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*fanoutResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*fanoutResult, error) { return runFanout(ctx, srv, ec) })
+			})
+			print = func(w io.Writer) { printFanout(w, runs, ec) }
+		case "bigdelete":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, needsMultiOpTxn, func(ctx context.Context, t target, fr *fresh) (*bigDeleteResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*bigDeleteResult, error) { return runBigDelete(ctx, srv, ec) })
+			})
+			print = func(w io.Writer) { printBigDelete(w, runs, ec) }
+		case "idle":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*idleResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*idleResult, error) { return runIdle(ctx, srv, ec, keepsLeases(t)) })
+			})
+			print = func(w io.Writer) { printIdle(w, runs, ec) }
+		case "startup":
+			runs := eachRound(ctx, name, targets, workDir, pg, 1, needsMultiOpTxn, func(ctx context.Context, t target, fr *fresh) (*startupResult, error) {
+				return runStartup(ctx, t, fr, ec, rounds)
+			})
+			print = func(w io.Writer) { printStartup(w, runs, ec, rounds) }
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fmt.Fprintf(w, "\n### %s: run %s, %v; load average %s at the start, %s at the end\n\n", name, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Round(time.Second), load, loadAvg())
+		print(w)
+	}
+	return nil
+}
+
+// withServer starts t on fr, runs f against it, and stops it.
+func withServer[R any](ctx context.Context, t target, fr *fresh, f func(*server) (R, error)) (R, error) {
+	srv, err := launch(ctx, t, fr.dir, fr.db)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer srv.stop()
+	return f(srv)
+}
+
+func noSkip(target) string { return "" }
+
+// needsMultiOpTxn skips kine: these workloads load their data in
+// transactions of many puts, which kine does not accept.
+func needsMultiOpTxn(t target) string {
+	if strings.HasPrefix(t.name, "kine") {
+		return "kine accepts no multi-put transaction, which loads this workload's data"
+	}
+	return ""
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// putChunk is how many puts one loading transaction carries: under etcd's
+// default --max-txn-ops (128).
+const putChunk = 100
+
+// loadKeys puts key(0) .. key(n-1) with val in transactions of putChunk
+// puts on 16 clients, untimed.
+func loadKeys(ctx context.Context, conns []*clientv3.Client, n int, key func(int) string, val string, reqTimeout time.Duration) error {
+	chunks := (n + putChunk - 1) / putChunk
+	st := drive(ctx, conns, 16, chunks, time.Hour, reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+		ops := make([]clientv3.Op, 0, putChunk)
+		for i := j * putChunk; i < min((j+1)*putChunk, n); i++ {
+			ops = append(ops, clientv3.OpPut(key(i), val))
+		}
+		_, err := c.Txn(ctx).Then(ops...).Commit()
+		return err
+	})
+	if st.ops != chunks {
+		return fmt.Errorf("load %d keys: %d of %d transactions succeeded (%d errors, first: %s)", n, st.ops, chunks, st.errs, st.firstErr)
+	}
+	return nil
+}
+
+// isQuantyKube tells the build under test from its peers (an older build,
+// quantykube@base, is a peer).
+func isQuantyKube(t target) bool {
+	return strings.HasPrefix(t.name, "quantykube") && !strings.HasPrefix(t.name, "quantykube@base")
+}
+
+// notes prints why targets were skipped or failed.
+func printNotes[R any](w io.Writer, runs []*extraRun[R]) {
+	var lines []string
+	for _, r := range runs {
+		if r.skipped != "" {
+			lines = append(lines, fmt.Sprintf("%s: not run (%s)", r.t.name, r.skipped))
+		}
+		for _, e := range dedupe(r.errs) {
+			if i := strings.IndexByte(e, '\n'); i >= 0 {
+				e = e[:i]
+			}
+			lines = append(lines, fmt.Sprintf("%s: a round failed: %s", r.t.name, e))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w)
+		for _, l := range lines {
+			fmt.Fprintln(w, "- "+l)
+		}
+	}
+}
+
+// bestOf is the better of the rounds' values of one figure (0s ignored).
+func bestOf[R any](rounds []R, f func(R) float64, higher bool) float64 {
+	var b float64
+	for _, r := range rounds {
+		b = better(b, f(r), higher)
+	}
+	return b
+}
+
+// worstOf is the worst of the rounds' values of a count of anomalies.
+func worstOf[R any](rounds []R, f func(R) int64) int64 {
+	var b int64
+	for _, r := range rounds {
+		b = max(b, f(r))
+	}
+	return b
+}
+
+// fewestOf is the worst of the rounds' values of a count of things done.
+func fewestOf[R any](rounds []R, f func(R) int64) int64 {
+	var b int64
+	for i, r := range rounds {
+		if i == 0 || f(r) < b {
+			b = f(r)
+		}
+	}
+	return b
+}
+
+// ratioCol is one figure of a workload's ratio table.
+type ratioCol[R any] struct {
+	name   string
+	f      func(R) float64
+	higher bool // a higher value is better
+}
+
+// printRatios prints how many times better each QuantyKube target is than
+// etcd and than kine on the same engine, figure by figure (best rounds).
+func printRatios[R any](w io.Writer, runs []*extraRun[R], cols []ratioCol[R]) {
+	var rows []string
+	for _, q := range runs {
+		if !isQuantyKube(q.t) || len(q.rounds) == 0 {
+			continue
+		}
+		for _, p := range runs {
+			// Same engine, and etcd for everyone; an older build is a peer.
+			if isQuantyKube(p.t) || len(p.rounds) == 0 || (p.t.name != "etcd" && p.t.engine != q.t.engine) {
+				continue
+			}
+			row := fmt.Sprintf("| %s vs %s |", q.t.name, p.t.name)
+			for _, c := range cols {
+				row += " " + ratio(bestOf(q.rounds, c.f, c.higher), bestOf(p.rounds, c.f, c.higher), c.higher) + " |"
+			}
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	hdr, sep := "| QuantyKube vs peer |", "|---|"
+	for _, c := range cols {
+		hdr += " " + c.name + " |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	fmt.Fprintln(w, "\nAbove 1x QuantyKube is ahead (rates: QuantyKube ÷ peer; times, CPU and memory: peer ÷ QuantyKube).")
+}
