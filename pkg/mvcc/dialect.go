@@ -55,7 +55,8 @@ type Dialect interface {
 // engine keeps the live index and assigns revisions from memory.
 type Shared interface {
 	// LockMigrate serializes schema migration between processes starting at
-	// once; it runs first in the migration transaction.
+	// once, and fails while an import holds LockImport; it runs first in
+	// the migration transaction.
 	LockMigrate(ctx context.Context, tx *sql.Tx) error
 	// LockBatch runs first in every write transaction. It also returns the
 	// current rows of keys (absent keys are left out): the batch's point
@@ -82,9 +83,9 @@ type Shared interface {
 	LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error)
 	// StartLeases restarts every lease's TTL from the database's clock now.
 	StartLeases(ctx context.Context, tx *sql.Tx) error
-	// LockImport keeps every server off the database until db's one
-	// connection closes, and fails if a server is connected: an import
-	// writes a store no server may be serving.
+	// LockImport fails if a server is connected, and refuses every server
+	// opening the store until db's one connection closes: an import writes
+	// a store no server may be serving.
 	LockImport(ctx context.Context, db *sql.DB) error
 }
 

@@ -30,8 +30,8 @@ import (
 // Everything is written in one transaction, so an import either fills the
 // store or leaves it as it was: a failed import can be run again. The
 // store must not be open elsewhere: SQLite's lock refuses it, and on a
-// shared database Shared.LockImport refuses while a server is connected
-// and keeps servers off until the import ends.
+// shared database Shared.LockImport refuses while a server is connected,
+// and servers opening the store are refused until the import ends.
 type Import struct {
 	ctx    context.Context
 	d      Dialect

@@ -106,7 +106,7 @@ func waitServeLock(t *testing.T, db *sql.DB, held bool) {
 }
 
 // An import is refused while a server is connected to the database, and
-// runs once it has stopped.
+// runs once it has stopped; a server is refused while the import runs.
 func TestImportRefusesWhileServed(t *testing.T) {
 	dsn := framework.PostgresDatabase(t)
 	s, err := mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet})
@@ -130,7 +130,20 @@ func TestImportRefusesWhileServed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("import once the server stopped: %v", err)
 	}
+	// A server opening the store during the import would serve it empty.
+	if s, err := mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet}); err == nil {
+		s.Close()
+		im.Close()
+		t.Fatal("a server opened the store during an import")
+	} else if !strings.Contains(err.Error(), "an import into") {
+		t.Errorf("a server opening the store during an import: %v", err)
+	}
 	im.Close()
+	s, err = mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("a server once the import ended: %v", err)
+	}
+	s.Close()
 }
 
 // An imported lease's deadline starts when a server first opens the store,

@@ -52,9 +52,9 @@ const channel = "quantykube"
 const migrateLockID = 0x5175616e74794b // "QuantyK"
 
 // serveLockID is the advisory lock every server holds shared, on its
-// LISTEN connection, and an import takes exclusive (LockImport): advisory
-// locks are per database, and a session's go when it ends, a crashed
-// server's included.
+// LISTEN connection, and checks when it opens the store (LockMigrate); an
+// import takes it exclusive (LockImport). Advisory locks are per database,
+// and a session's go when it ends, a crashed server's included.
 const serveLockID = 0x5175616e747953 // "QuantyS"
 
 // New parses a postgres:// or postgresql:// URL. Every libpq-style parameter
@@ -224,9 +224,22 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// LockMigrate also refuses to open a store an import is writing
+// (LockImport holds the serve lock exclusively): loaded mid-import, the
+// server would answer from the empty store. The session that holds the
+// import's lock passes, as a session's own locks never conflict.
 func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockID))
-	return err
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockID)); err != nil {
+		return err
+	}
+	var free bool
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock_shared($1)`, int64(serveLockID)).Scan(&free); err != nil {
+		return err
+	}
+	if !free {
+		return fmt.Errorf("an import into %s is running: start the server once it has ended", d.where())
+	}
+	return nil
 }
 
 // LockBatch locks meta's rev row for the rest of the transaction: batches
@@ -428,8 +441,11 @@ func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
 }
 
 // LockImport takes the serve lock exclusively for db's session: granted
-// only while no server holds it, and every server starting meanwhile waits
-// for it.
+// only while no server's LISTEN connection holds it, and every server
+// opening the store meanwhile is refused (LockMigrate). A server whose
+// LISTEN connection is not up (the moment between opening the store and
+// listening, or a reconnect) does not hold it: the import's check that
+// the target is empty is what remains then.
 func (d *Dialect) LockImport(ctx context.Context, db *sql.DB) error {
 	var ok bool
 	if err := db.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
