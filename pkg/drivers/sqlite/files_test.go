@@ -62,3 +62,31 @@ func wantMode(t *testing.T, path string, want os.FileMode) {
 		t.Errorf("%s has mode %#o, want %#o", filepath.Base(path), mode, want)
 	}
 }
+
+// A store made world-readable (by an older QuantyKube, which let SQLite
+// create it 0644, or copied in with cp) is made private when it is opened,
+// WAL and shared memory included.
+func TestOpenMakesAnOldStorePrivate(t *testing.T) {
+	withUmask(t)
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	put(t, s, "/registry/secrets/default/s", "secret")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = openStore(t, path)
+	put(t, s, "/registry/secrets/default/t", "secret")
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		wantPrivate(t, p)
+	}
+}

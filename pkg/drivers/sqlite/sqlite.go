@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -81,6 +82,10 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		d.Close()
 		return nil, nil, fmt.Errorf("sqlite: create %s: %w", d.Path, err)
 	}
+	if err := makePrivate(d.Path); err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
 	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
 	if err != nil {
 		d.Close()
@@ -102,6 +107,28 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	}
 	d.opts.Pool.Apply(reader, max(4, 2*runtime.GOMAXPROCS(0)))
 	return writer, reader, nil
+}
+
+// makePrivate takes group and other access away from a store made before
+// stores were created 0600 (or copied in with a wider mode): its files
+// hold every Secret.
+func makePrivate(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if mode := st.Mode().Perm(); mode&0o077 != 0 {
+			if err := os.Chmod(p, mode&^0o077); err != nil {
+				return fmt.Errorf("make %s private: %w", p, err)
+			}
+			slog.Warn("the store's file was readable by others: made it private", "file", p, "was", fmt.Sprintf("%#o", mode), "now", fmt.Sprintf("%#o", mode&^0o077))
+		}
+	}
+	return nil
 }
 
 // realPath is the database file itself: its lock is named after it, so
