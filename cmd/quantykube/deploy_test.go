@@ -107,9 +107,10 @@ func TestSystemdUnit(t *testing.T) {
 		c.MetricsListenAddress = f.cfg.MetricsListenAddress
 	}})
 	if sock, ok := strings.CutPrefix(f.cfg.Listener, "unix://"); ok {
-		st, err := os.Stat(sock)
-		if err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("the socket: %v, %v; want mode 0600", st.Mode(), err)
+		if st, err := os.Stat(sock); err != nil {
+			t.Errorf("the socket: %v", err)
+		} else if st.Mode().Perm() != 0o600 {
+			t.Errorf("the socket has mode %#o, want 0600", st.Mode().Perm())
 		}
 	}
 	if _, err := x.Client(t).Put(t.Context(), "/k", "v"); err != nil {

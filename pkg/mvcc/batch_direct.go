@@ -29,7 +29,7 @@ const (
 	sqlUpsertCurrent = `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
 	// A range delete's steps: the log's delete rows for the live keys in
 	// [first, last], numbered in key order from sub, then the keys.
-	sqlInsertDeletes  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ?`
+	sqlInsertDeletes  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
 	sqlDeleteCurrents = `DELETE FROM current WHERE key >= ? AND key <= ?`
 	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
 )
@@ -164,9 +164,16 @@ func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 				return nil, false, err
 			}
 			// The table and the live index must agree on the keys in the
-			// step, or the log's sub numbers would not be the events'.
+			// step, or the log's sub numbers would not be the events'. If
+			// they do not, the index is wrong: the batch fails, and the
+			// next one (the requests retried alone) reloads it from the
+			// table first.
 			if n, err := res.RowsAffected(); err != nil || n != int64(len(step)) {
-				return nil, false, fmt.Errorf("delete range: %d rows in [%q, %q] where the live index has %d (%v)", n, first, last, len(step), err)
+				err = fmt.Errorf("delete range: %d rows in [%q, %q] where the live index has %d (%v)", n, first, last, len(step), err)
+				t.b.s.log.Error("live index out of step with the database: reloading it", "err", err)
+				t.b.uncertain = true
+				t.b.s.staleIndex()
+				return nil, false, err
 			}
 		}
 	}

@@ -39,5 +39,9 @@ func (s *Store) HoldWriter() (release func(), err error) {
 	return func() { conn.Close() }, nil
 }
 
+// WriterInDB is whether the writer is running a batch's transaction or
+// otherwise waiting on the database.
+func (s *Store) WriterInDB() bool { return s.writer.inDB.Load() }
+
 // QueuedWrites is how many requests wait for the writer.
 func (s *Store) QueuedWrites() int { return len(s.reqs) }

@@ -200,8 +200,9 @@ func (s *Store) indexBatch(rev int64, evs []*Event) {
 }
 
 // staleIndex stops the live index serving after a commit whose outcome is
-// unknown: the database may hold a state it lacks. The next batch reloads
-// it (batch_direct.go).
+// unknown (the database may hold a state it lacks), or once it was found
+// out of step with the database. The next batch reloads it
+// (batch_direct.go).
 func (s *Store) staleIndex() {
 	if c := s.index.Load(); c != nil {
 		c.stale = true

@@ -88,7 +88,9 @@ type writer struct {
 
 	// The writer's heartbeat, which liveness reads without waiting for the
 	// writer (CheckWriterAlive): beat is when it last made progress (time
-	// since born: monotonic), inDB is set while it waits on the database.
+	// since born: monotonic), inDB is set while it runs a batch's
+	// transaction (its evaluation in Go included) or otherwise waits on the
+	// database; liveness does not judge those, readiness does.
 	born time.Time
 	beat atomic.Int64
 	inDB atomic.Bool
