@@ -42,6 +42,8 @@ func waitGone(ctx context.Context, c *clientv3.Client, prefix string, deadline t
 		switch {
 		case err == nil && r.Count == 0:
 			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case time.Now().After(deadline):
 			return fmt.Errorf("keys still under %s at the deadline (%v)", prefix, err)
 		}

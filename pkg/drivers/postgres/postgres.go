@@ -213,11 +213,12 @@ func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 
 // Tables lists the tables and views of the schema unqualified names
 // resolve to, where the migrations make the store's, on a connection of
-// its own.
+// its own. From the catalog: information_schema leaves out what the role
+// has no privilege on, which would make another's database look empty.
 func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 	db := stdlib.OpenDB(*d.cfg.Copy())
 	defer db.Close()
-	names, err := generic.QueryStrings(ctx, db, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()`)
+	names, err := generic.QueryStrings(ctx, db, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", d.where(), err)
 	}
