@@ -13,7 +13,11 @@ bin=$PWD/.cache/protoc-gen
 mkdir -p "$bin"
 GOBIN=$bin go install google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO
 GOBIN=$bin go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC
+# kv.proto comes from etcd's module, which a cold module cache lacks
+# (go list -m names no directory for a module it has not downloaded).
+go mod download go.etcd.io/etcd/api/v3
 mvcc=$(go list -m -f '{{.Dir}}' go.etcd.io/etcd/api/v3)/mvccpb
+[ -f "$mvcc/kv.proto" ] || { echo "FATAL: etcd's kv.proto is not at '$mvcc'" >&2; exit 1; }
 PATH=$bin:$PATH protoc -I proto -I "$mvcc" \
   --go_out=. --go_opt=module=github.com/quantyroot/quantykube \
   --go-grpc_out=. --go-grpc_opt=module=github.com/quantyroot/quantykube \
