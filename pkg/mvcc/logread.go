@@ -33,7 +33,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	if err != nil {
 		return nil, err
 	}
-	evs, _, err := scanEvents(rows, true)
+	evs, _, err := scanEvents(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	return scanEvents(rows, true)
+	return scanEvents(rows)
 }
 
 // keyEvents is logEvents for one key, whose log is a chain: each change's
@@ -153,36 +153,31 @@ func (s *slab) copy(b sql.RawBytes) []byte {
 	return s.buf[n:len(s.buf):len(s.buf)]
 }
 
-// scanEvents reads logEventsSQL's rows, or with withPrev false the same
-// rows without the predecessor's columns.
-func scanEvents(rows *sql.Rows, withPrev bool) ([]*Event, []int64, error) {
+// scanEvents reads logEventsSQL's rows.
+func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 	defer rows.Close()
 	var out []*Event
 	var subs []int64
+	var sl slab
+	var key, value, pValue sql.RawBytes
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
 		var sub, deleted, unixMs int64
-		var pRev, pCreate, pVersion, pLease, pDeleted *int64
-		var pValue []byte
-		dest := []any{&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs}
-		if withPrev {
-			dest = append(dest, &pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted)
-		}
-		if err := rows.Scan(dest...); err != nil {
+		var pRev, pCreate, pVersion, pLease, pDeleted sql.NullInt64
+		if err := rows.Scan(&kv.ModRevision, &sub, &key, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
+			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
 			return nil, nil, err
 		}
+		kv.Key = sl.copy(key)
 		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
 		if deleted != 0 {
 			e.Type = mvccpb.DELETE
-			e.Kv = &mvccpb.KeyValue{Key: kv.Key, ModRevision: kv.ModRevision}
-		} else if kv.Value == nil {
-			kv.Value = []byte{}
+			kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
+		} else {
+			kv.Value = sl.copy(value)
 		}
-		if pRev != nil && *pDeleted == 0 {
-			if pValue == nil {
-				pValue = []byte{}
-			}
-			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: pValue, CreateRevision: *pCreate, ModRevision: *pRev, Version: *pVersion, Lease: *pLease}
+		if pRev.Valid && pDeleted.Int64 == 0 {
+			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
 		out = append(out, e)
 		subs = append(subs, sub)
