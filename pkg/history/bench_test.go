@@ -17,6 +17,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/history"
@@ -41,6 +42,8 @@ const (
 func benchObj(i int) []byte { return fmt.Appendf(nil, "/registry/growth/obj/k%06d", i%benchObjs) }
 
 type benchData struct {
+	store        *mvcc.Store
+	service      *history.Service
 	client       historypb.HistoryClient
 	fromMs, toMs int64
 }
@@ -92,8 +95,9 @@ func benchSetup(b *testing.B) benchData {
 		}
 		to = last.Events[0].UnixMs
 	}
+	svc := history.New(s)
 	g := grpc.NewServer()
-	history.New(s).Register(g)
+	svc.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -106,7 +110,7 @@ func benchSetup(b *testing.B) benchData {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close() })
-	return benchData{client: historypb.NewHistoryClient(conn), fromMs: from, toMs: to}
+	return benchData{store: s, service: svc, client: historypb.NewHistoryClient(conn), fromMs: from, toMs: to}
 }
 
 func cpuTime() time.Duration {
@@ -165,6 +169,38 @@ func BenchmarkLog(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkLogLayers is BenchmarkLog's request at one client through each
+// layer in turn: the store's page alone, the service's answer encoded as
+// gRPC would encode it, and the whole call over loopback (the client's
+// decoding included).
+func BenchmarkLogLayers(b *testing.B) {
+	d := benchSetup(b)
+	ctx := context.Background()
+	req := &historypb.Request{Key: []byte(benchHot), Limit: 1000}
+	kr := mvcc.NewKeyRange(req.Key, nil)
+	b.Run("store", func(b *testing.B) {
+		benchClients(b, 1, func(int) error {
+			_, err := d.store.Log(ctx, mvcc.LogQuery{Range: kr, Limit: 1000, MaxBytes: history.MaxLogBytes})
+			return err
+		})
+	})
+	b.Run("service+encode", func(b *testing.B) {
+		benchClients(b, 1, func(int) error {
+			resp, err := d.service.Log(ctx, req)
+			if err == nil {
+				_, err = proto.Marshal(resp)
+			}
+			return err
+		})
+	})
+	b.Run("grpc", func(b *testing.B) {
+		benchClients(b, 1, func(int) error {
+			_, err := d.client.Log(ctx, req)
+			return err
+		})
+	})
 }
 
 // BenchmarkGetAtTime gets one of the objects at a random time in the

@@ -19,6 +19,7 @@ import (
 // growthServer is one QuantyKube process on the growth data directory.
 type growthServer struct {
 	endpoint string
+	pid      int
 	conns    []*clientv3.Client
 	stop     func()
 }
@@ -28,7 +29,7 @@ func startGrowthServer(ctx context.Context, bin, dir string, extra ...string) (*
 	if err != nil {
 		return nil, err
 	}
-	return &growthServer{endpoint: srv.endpoint, conns: conns, stop: srv.stop}, nil
+	return &growthServer{endpoint: srv.endpoint, pid: srv.pid, conns: conns, stop: srv.stop}, nil
 }
 
 // The growth data: Puts cycling over growthObjects keys; one in eleven goes
@@ -70,25 +71,28 @@ func betterP99(a, b opStats) opStats {
 	return a
 }
 
-// measureHistory times quantykube.History on the growth data: Get of one of
-// the objects at a random time in [fromMs, toMs) on getClients clients, and
-// Log of the hot key (one page of up to 1,000 entries) on logClients;
-// entries is the size of the last Log page.
-func measureHistory(ctx context.Context, cs []*clientv3.Client, getClients, logClients int, cfg config, fromMs, toMs int64) (get, log opStats, entries int) {
-	get = drive(ctx, cs, getClients, 2000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+// historyGets times quantykube.History's Get of one of the growth objects
+// at a random time in [fromMs, toMs), on clients clients.
+func historyGets(ctx context.Context, cs []*clientv3.Client, clients int, cfg config, fromMs, toMs int64) opStats {
+	return drive(ctx, cs, clients, 2000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
 		at := fromMs + rand.Int64N(max(toMs-fromMs, 1))
 		_, err := historypb.NewHistoryClient(c.ActiveConnection()).Get(ctx, &historypb.Request{Key: []byte(growthObj(j * 13)), UnixMs: at})
 		return err
 	})
+}
+
+// historyLogs times quantykube.History's Log of the hot key, one page of up
+// to 1,000 entries, on clients clients; entries is the last page's size.
+func historyLogs(ctx context.Context, cs []*clientv3.Client, clients int, cfg config) (opStats, int) {
 	var got atomic.Int64
-	log = drive(ctx, cs, logClients, 50*logClients, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
+	st := drive(ctx, cs, clients, 50*clients, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
 		resp, err := historypb.NewHistoryClient(c.ActiveConnection()).Log(ctx, &historypb.Request{Key: []byte(growthHot), Limit: 1000})
 		if err == nil {
 			got.Store(int64(len(resp.Entries)))
 		}
 		return err
 	})
-	return get, log, int(got.Load())
+	return st, int(got.Load())
 }
 
 // runGrowth measures QuantyKube as retained history grows: one server
@@ -183,7 +187,8 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 				_, err := c.Get(ctx, growthListPrefix, clientv3.WithPrefix(), clientv3.WithLimit(500), clientv3.WithRev(cur-1000))
 				return err
 			})
-			hGet, hLog, entries := measureHistory(ctx, cs, clients, 1, cfg, fillStart, time.Now().UnixMilli())
+			hGet := historyGets(ctx, cs, clients, cfg, fillStart, time.Now().UnixMilli())
+			hLog, entries := historyLogs(ctx, cs, 1, cfg)
 			r.upd, r.get, r.list, r.listPast = betterP99(r.upd, upd), betterP99(r.get, get), betterP99(r.list, list), betterP99(r.listPast, past)
 			r.hGet, r.hLog, r.logEntries = betterP99(r.hGet, hGet), betterP99(r.hLog, hLog), entries
 			for _, s := range []opStats{upd, get, list, past, hGet, hLog} {
@@ -315,6 +320,30 @@ type historyRow struct {
 	clients  int
 	get, log opStats
 	entries  int
+	// getCPU and logCPU are the server's CPU time per request, the least
+	// of the rounds: unlike latency, little moved by other work on the
+	// machine.
+	getCPU, logCPU time.Duration
+}
+
+// serverCPU runs f and returns its result with the server's CPU time per
+// successful request during it (0 if unreadable).
+func serverCPU(pid int, f func() opStats) (opStats, time.Duration) {
+	c0, err0 := cpuTime(pid)
+	st := f()
+	c1, err1 := cpuTime(pid)
+	if err0 != nil || err1 != nil || st.ops == 0 {
+		return st, 0
+	}
+	return st, (c1 - c0) / time.Duration(st.ops)
+}
+
+// leastCPU keeps the smaller of two per-request CPU times, 0 meaning none.
+func leastCPU(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // runHistory measures only quantykube.History, on cached growth data (see
@@ -337,7 +366,14 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 			}
 			rows := results[name]
 			for i, n := range levels {
-				get, log, entries := measureHistory(ctx, srv.conns[:n], n, n, cfg, hf.FromMs, hf.ToMs)
+				cs := srv.conns[:n]
+				get, getCPU := serverCPU(srv.pid, func() opStats { return historyGets(ctx, cs, n, cfg, hf.FromMs, hf.ToMs) })
+				var entries int
+				log, logCPU := serverCPU(srv.pid, func() opStats {
+					var st opStats
+					st, entries = historyLogs(ctx, cs, n, cfg)
+					return st
+				})
 				for _, s := range []opStats{get, log} {
 					if s.errs > 0 {
 						srv.stop()
@@ -347,26 +383,29 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 				if len(rows) <= i {
 					rows = append(rows, historyRow{clients: n})
 				}
-				rows[i].get, rows[i].log, rows[i].entries = betterP99(rows[i].get, get), betterP99(rows[i].log, log), entries
+				r := &rows[i]
+				r.get, r.log, r.entries = betterP99(r.get, get), betterP99(r.log, log), entries
+				r.getCPU, r.logCPU = leastCPU(r.getCPU, getCPU), leastCPU(r.logCPU, logCPU)
 			}
 			results[name] = rows
 			srv.stop()
 		}
 	}
 	fmt.Printf("\n### History at %d retained revisions (SQLite), %d-byte values, better p99 of %d, load %s\n\n", hf.Revisions, cfg.valueSize, rounds, loadAvg())
-	fmt.Println("| binary | clients | Get at a time p50 / p99 | Log of one key p50 / p99 (entries) |")
-	fmt.Println("|---|---:|---:|---:|")
+	fmt.Println("| binary | clients | Get at a time p50 / p99 | server CPU per Get | Log of one key p50 / p99 (entries) | server CPU per Log |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	ps := func(s opStats) string { return fmtSec(s.p50().Seconds()) + " / " + fmtSec(s.p99().Seconds()) }
 	for _, name := range names {
 		for _, r := range results[name] {
-			fmt.Printf("| %s | %d | %s | %s (%d) |\n", name, r.clients, ps(r.get), ps(r.log), r.entries)
+			fmt.Printf("| %s | %d | %s | %s | %s (%d) | %s |\n", name, r.clients, ps(r.get), fmtSec(r.getCPU.Seconds()), ps(r.log), r.entries, fmtSec(r.logCPU.Seconds()))
 		}
 	}
 	if len(names) == 2 {
 		a, b := results[names[1]], results[names[0]]
 		for i := range a {
-			fmt.Printf("\n%d clients, p99 %s vs %s: Get %.2fx, Log %.2fx (above 1x %s is faster)", a[i].clients, names[0], names[1],
-				a[i].get.p99().Seconds()/b[i].get.p99().Seconds(), a[i].log.p99().Seconds()/b[i].log.p99().Seconds(), names[0])
+			fmt.Printf("\n%d clients, %s vs %s: p99 Get %.2fx, Log %.2fx; server CPU per Get %.2fx, per Log %.2fx (above 1x %s is better)", a[i].clients, names[0], names[1],
+				a[i].get.p99().Seconds()/b[i].get.p99().Seconds(), a[i].log.p99().Seconds()/b[i].log.p99().Seconds(),
+				a[i].getCPU.Seconds()/b[i].getCPU.Seconds(), a[i].logCPU.Seconds()/b[i].logCPU.Seconds(), names[0])
 		}
 		fmt.Println()
 	}
