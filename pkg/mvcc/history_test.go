@@ -62,15 +62,7 @@ func TestLogPageBounds(t *testing.T) {
 // they are read into shared memory.
 func TestKeyLogMatchesRangeLog(t *testing.T) {
 	ctx := context.Background()
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mvcc.Open(ctx, d, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, mvcc.Options{})
 	del := func(key string) {
 		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp(key, "")}}); err != nil {
 			t.Fatal(err)

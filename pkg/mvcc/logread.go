@@ -102,13 +102,7 @@ func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []
 		if err := rows.Scan(&kv.ModRevision, &sub, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs); err != nil {
 			return nil, nil, err
 		}
-		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
-		if deleted != 0 {
-			e.Type = mvccpb.DELETE
-			kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
-		} else {
-			kv.Value = sl.copy(value)
-		}
+		e := logEvent(kv, deleted, unixMs, value, &sl)
 		evs = append(evs, e)
 		subs = append(subs, sub)
 	}
@@ -153,6 +147,17 @@ func (s *slab) copy(b sql.RawBytes) []byte {
 	return s.buf[n:len(s.buf):len(s.buf)]
 }
 
+// logEvent is the change of a log row read into kv, but for its value.
+func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl *slab) *Event {
+	if deleted != 0 {
+		// A delete's kv has its key and revision only.
+		kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
+		return &Event{Type: mvccpb.DELETE, Kv: kv, UnixMs: unixMs}
+	}
+	kv.Value = sl.copy(value)
+	return &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
+}
+
 // scanEvents reads logEventsSQL's rows.
 func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 	defer rows.Close()
@@ -169,13 +174,7 @@ func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 			return nil, nil, err
 		}
 		kv.Key = sl.copy(key)
-		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
-		if deleted != 0 {
-			e.Type = mvccpb.DELETE
-			kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
-		} else {
-			kv.Value = sl.copy(value)
-		}
+		e := logEvent(kv, deleted, unixMs, value, &sl)
 		if pRev.Valid && pDeleted.Int64 == 0 {
 			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
