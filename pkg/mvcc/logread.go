@@ -82,9 +82,10 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 // bytes, not a copy.
 func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
 	// A revision changes a key at most once (etcd refuses a transaction
-	// that writes a key twice), so rev alone orders one key's rows, in the
-	// (key, rev) index's order: ordering by (rev, sub) made SQLite copy
-	// every row, value and all, into a sorter first.
+	// that puts a key twice or puts and deletes it; overlapping deletes
+	// remove it once), so rev alone orders one key's rows, in the (key, rev)
+	// index's order: ordering by (rev, sub) made SQLite copy every row,
+	// value and all, into a sorter first.
 	q := `SELECT l.rev, l.sub, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
 		FROM log AS l WHERE ` + where + ` ORDER BY l.rev LIMIT ?`
 	rows, err := s.readRows(ctx, q, append(args, limit)...)
