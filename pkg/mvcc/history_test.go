@@ -57,14 +57,17 @@ func TestLogPageBounds(t *testing.T) {
 
 // One key's Log (read as a chain, each prev_kv the entry before) answers
 // exactly what the range Log (a prev_kv lookup per row) does for the same
-// changes, page by page: values, empty values, deletes and recreates. Each
+// changes, page by page: values, empty values, deletes and recreates, one
+// entry per revision. Each
 // value is its own: appending to one leaves the next entry's intact, though
 // they are read into shared memory.
 func TestKeyLogMatchesRangeLog(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, mvcc.Options{})
+	// Two deletes of it in one revision, which etcd allows: still one
+	// change, which is what lets the key's own Log order by revision alone.
 	del := func(key string) {
-		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp(key, "")}}); err != nil {
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp(key, ""), delRangeOp(key, key+"0")}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,6 +112,9 @@ func TestKeyLogMatchesRangeLog(t *testing.T) {
 		}
 		for i := range got {
 			g, w := got[i], want[i]
+			if i > 0 && g.Rev() <= got[i-1].Rev() {
+				t.Errorf("key Log, pages of %d: entry %d at revision %d after %d", limit, i, g.Rev(), got[i-1].Rev())
+			}
 			if g.Type != w.Type || g.UnixMs != w.UnixMs || !proto.Equal(g.Kv, w.Kv) || !proto.Equal(g.PrevKv, w.PrevKv) ||
 				(g.Kv.Value == nil) != (w.Kv.Value == nil) || (g.PrevKv == nil) != (w.PrevKv == nil) {
 				t.Errorf("key Log, pages of %d, entry %d:\n got %v kv %v prev %v\nwant %v kv %v prev %v", limit, i, g.Type, g.Kv, g.PrevKv, w.Type, w.Kv, w.PrevKv)
