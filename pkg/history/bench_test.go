@@ -1,3 +1,5 @@
+//go:build unix
+
 package history_test
 
 import (
@@ -32,7 +34,7 @@ import (
 // small store with one key of 1,000 revisions. Figures against the base
 // commit and under real load are `bench -history`'s job; cpu-ms/op here is
 // the process's CPU per request (user and system), which a machine shared
-// with other work disturbs less than the wall time.
+// with other work disturbs less than the wall time (getrusage: Unix only).
 
 const (
 	benchHot  = "/registry/growth/hot"
