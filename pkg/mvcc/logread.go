@@ -33,7 +33,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	if err != nil {
 		return nil, err
 	}
-	evs, _, err := scanEvents(rows, true)
+	evs, _, err := scanEvents(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -72,23 +72,45 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	return scanEvents(rows, true)
+	return scanEvents(rows)
 }
 
 // keyEvents is logEvents for one key, whose log is a chain: each change's
 // prev_kv is the change before it, so only the first one's is looked up,
-// instead of a subquery per row that reads every value twice.
+// instead of a subquery per row that reads every value twice. Every entry
+// shares key, and each prev_kv is the previous entry's kv itself: the same
+// bytes, not a copy.
 func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l WHERE ` + where + ` ORDER BY l.rev, l.sub LIMIT ?`
+	// A revision changes a key at most once (etcd refuses a transaction
+	// that puts a key twice or puts and deletes it; overlapping deletes
+	// remove it once), so rev alone orders one key's rows, in the (key, rev)
+	// index's order: ordering by (rev, sub) made SQLite copy every row,
+	// value and all, into a sorter first.
+	q := `SELECT l.rev, l.sub, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
+		FROM log AS l WHERE ` + where + ` ORDER BY l.rev LIMIT ?`
 	rows, err := s.readRows(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, nil, err
 	}
-	evs, subs, err := scanEvents(rows, false)
-	if err != nil || len(evs) == 0 {
+	defer rows.Close()
+	var evs []*Event
+	var subs []int64
+	var sl slab
+	var value sql.RawBytes
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{Key: key}
+		var sub, deleted, unixMs int64
+		if err := rows.Scan(&kv.ModRevision, &sub, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs); err != nil {
+			return nil, nil, err
+		}
+		e := logEvent(kv, deleted, unixMs, value, &sl)
+		evs = append(evs, e)
+		subs = append(subs, sub)
+	}
+	if err := rows.Err(); err != nil || len(evs) == 0 {
 		return evs, subs, err
 	}
+	rows.Close() // before the next query: its connection goes back to the pool
 	if evs[0].PrevKv, err = s.keyAsOf(ctx, key, evs[0].Rev()-1); err != nil {
 		return nil, nil, err
 	}
@@ -100,36 +122,62 @@ func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []
 	return evs, subs, nil
 }
 
-// scanEvents reads logEventsSQL's rows, or with withPrev false the same
-// rows without the predecessor's columns.
-func scanEvents(rows *sql.Rows, withPrev bool) ([]*Event, []int64, error) {
+// slab copies values out of the driver's buffers (sql.RawBytes, valid
+// only until the next row) into shared chunks: one allocation per chunk
+// rather than one per value, and no second copy by database/sql.
+type slab struct{ buf []byte }
+
+const (
+	slabMinChunk = 4 << 10
+	slabMaxChunk = 1 << 20
+)
+
+// copy returns b's bytes in the slab, never nil: a value read back is
+// empty, not absent.
+func (s *slab) copy(b sql.RawBytes) []byte {
+	if len(b) == 0 {
+		return []byte{}
+	}
+	if len(b) > cap(s.buf)-len(s.buf) {
+		// Chunks double, so a small answer does not hold a big one.
+		s.buf = make([]byte, 0, max(len(b), min(2*cap(s.buf), slabMaxChunk), slabMinChunk))
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, b...)
+	// Capped, so that an append to one value cannot write over the next.
+	return s.buf[n:len(s.buf):len(s.buf)]
+}
+
+// logEvent is the change of a log row read into kv, but for its value.
+func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl *slab) *Event {
+	if deleted != 0 {
+		// A delete's kv has its key and revision only.
+		kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
+		return &Event{Type: mvccpb.DELETE, Kv: kv, UnixMs: unixMs}
+	}
+	kv.Value = sl.copy(value)
+	return &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
+}
+
+// scanEvents reads logEventsSQL's rows.
+func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 	defer rows.Close()
 	var out []*Event
 	var subs []int64
+	var sl slab
+	var key, value, pValue sql.RawBytes
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
 		var sub, deleted, unixMs int64
-		var pRev, pCreate, pVersion, pLease, pDeleted *int64
-		var pValue []byte
-		dest := []any{&kv.ModRevision, &sub, &kv.Key, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs}
-		if withPrev {
-			dest = append(dest, &pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted)
-		}
-		if err := rows.Scan(dest...); err != nil {
+		var pRev, pCreate, pVersion, pLease, pDeleted sql.NullInt64
+		if err := rows.Scan(&kv.ModRevision, &sub, &key, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
+			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
 			return nil, nil, err
 		}
-		e := &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
-		if deleted != 0 {
-			e.Type = mvccpb.DELETE
-			e.Kv = &mvccpb.KeyValue{Key: kv.Key, ModRevision: kv.ModRevision}
-		} else if kv.Value == nil {
-			kv.Value = []byte{}
-		}
-		if pRev != nil && *pDeleted == 0 {
-			if pValue == nil {
-				pValue = []byte{}
-			}
-			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: pValue, CreateRevision: *pCreate, ModRevision: *pRev, Version: *pVersion, Lease: *pLease}
+		kv.Key = sl.copy(key)
+		e := logEvent(kv, deleted, unixMs, value, &sl)
+		if pRev.Valid && pDeleted.Int64 == 0 {
+			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
 		out = append(out, e)
 		subs = append(subs, sub)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +19,7 @@ import (
 // growthServer is one QuantyKube process on the growth data directory.
 type growthServer struct {
 	endpoint string
+	pid      int
 	conns    []*clientv3.Client
 	stop     func()
 }
@@ -26,7 +29,70 @@ func startGrowthServer(ctx context.Context, bin, dir string, extra ...string) (*
 	if err != nil {
 		return nil, err
 	}
-	return &growthServer{endpoint: srv.endpoint, conns: conns, stop: srv.stop}, nil
+	return &growthServer{endpoint: srv.endpoint, pid: srv.pid, conns: conns, stop: srv.stop}, nil
+}
+
+// The growth data: Puts cycling over growthObjects keys; one in eleven goes
+// to a 500-key listed prefix and one in 997 to the hot key, which so reaches
+// about 1,000 revisions at 10^6.
+const (
+	growthObjects    = 5000
+	growthListPrefix = "/registry/growth/list/"
+	growthHot        = "/registry/growth/hot"
+)
+
+func growthObj(i int) string { return fmt.Sprintf("/registry/growth/obj/k%06d", i%growthObjects) }
+
+// growthFill writes the growth data's Puts number start to start+n-1.
+func growthFill(ctx context.Context, conns []*clientv3.Client, cfg config, start, n int, val string) error {
+	st := drive(ctx, conns, 64, n, 2*time.Hour, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+		n := start + j
+		k := growthObj(n)
+		switch {
+		case n%997 == 0:
+			k = growthHot
+		case n%11 == 0:
+			k = fmt.Sprintf("%sk%06d", growthListPrefix, n%500)
+		}
+		_, err := c.Put(ctx, k, val)
+		return err
+	})
+	if st.errs > 0 || st.ops != n {
+		return fmt.Errorf("%d of %d puts done, %d errors (%s)", st.ops, n, st.errs, st.firstErr)
+	}
+	return nil
+}
+
+// betterP99 is whichever of two passes had the lower p99.
+func betterP99(a, b opStats) opStats {
+	if a.ops == 0 || (b.ops > 0 && b.p99() < a.p99()) {
+		return b
+	}
+	return a
+}
+
+// historyGets times quantykube.History's Get of one of the growth objects
+// at a random time in [fromMs, toMs), on clients clients.
+func historyGets(ctx context.Context, cs []*clientv3.Client, clients int, cfg config, fromMs, toMs int64) opStats {
+	return drive(ctx, cs, clients, 2000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+		at := fromMs + rand.Int64N(max(toMs-fromMs, 1))
+		_, err := historypb.NewHistoryClient(c.ActiveConnection()).Get(ctx, &historypb.Request{Key: []byte(growthObj(j * 13)), UnixMs: at})
+		return err
+	})
+}
+
+// historyLogs times quantykube.History's Log of the hot key, one page of up
+// to 1,000 entries, on clients clients; entries is the last page's size.
+func historyLogs(ctx context.Context, cs []*clientv3.Client, clients int, cfg config) (opStats, int) {
+	var got atomic.Int64
+	st := drive(ctx, cs, clients, 50*clients, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
+		resp, err := historypb.NewHistoryClient(c.ActiveConnection()).Log(ctx, &historypb.Request{Key: []byte(growthHot), Limit: 1000})
+		if err == nil {
+			got.Store(int64(len(resp.Entries)))
+		}
+		return err
+	})
+	return st, int(got.Load())
 }
 
 // runGrowth measures QuantyKube as retained history grows: one server
@@ -50,11 +116,7 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 	defer func() { srv.stop() }()
 	conns := srv.conns
 	val := strings.Repeat("v", cfg.valueSize)
-	const objects = 5000
-	obj := func(i int) string { return fmt.Sprintf("/registry/growth/obj/k%06d", i%objects) }
-	const listPrefix = "/registry/growth/list/"
-	const hot = "/registry/growth/hot"
-	if err := fill(ctx, conns, cfg, listPrefix, 500, val); err != nil {
+	if err := fill(ctx, conns, cfg, growthListPrefix, 500, val); err != nil {
 		return err
 	}
 	fillStart := time.Now().UnixMilli()
@@ -77,16 +139,10 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 		}
 		return r.Header.Revision
 	}
-	keep := func(a, b opStats) opStats {
-		if a.ops == 0 || (b.ops > 0 && b.p99() < a.p99()) {
-			return b
-		}
-		return a
-	}
 	const clients = 16
 	measureUpdates := func(cs []*clientv3.Client, n int, d time.Duration) opStats {
 		return drive(ctx, cs, clients, n, d, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
-			k := obj(j)
+			k := growthObj(j)
 			g, err := c.Get(ctx, k)
 			if err != nil {
 				return err
@@ -101,29 +157,13 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 	}
 	i := 0
 	for _, cp := range checkpoints {
-		// Fill: plain Puts cycling over the objects; one in eleven goes to
-		// the listed keys and one in 997 to the hot key, which so reaches
-		// about 1,000 revisions at 10^6.
 		need := cp - int(rev(conns[0]))
 		t0 := time.Now()
 		if need > 0 {
-			start := i
-			st := drive(ctx, conns, 64, need, 2*time.Hour, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
-				n := start + j
-				k := obj(n)
-				switch {
-				case n%997 == 0:
-					k = hot
-				case n%11 == 0:
-					k = fmt.Sprintf("%sk%06d", listPrefix, n%500)
-				}
-				_, err := c.Put(ctx, k, val)
-				return err
-			})
-			i += need
-			if st.errs > 0 {
-				return fmt.Errorf("fill to %d: %d errors (%s)", cp, st.errs, st.firstErr)
+			if err := growthFill(ctx, conns, cfg, i, need, val); err != nil {
+				return fmt.Errorf("fill to %d: %w", cp, err)
 			}
+			i += need
 		}
 		r := row{revs: rev(conns[0])}
 		if need > 0 {
@@ -135,36 +175,22 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 			cur := rev(conns[0])
 			upd := measureUpdates(cs, 3000, cfg.phaseTime)
 			get := drive(ctx, cs, clients, 5000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
-				_, err := c.Get(ctx, obj(j*7))
+				_, err := c.Get(ctx, growthObj(j*7))
 				return err
 			})
 			list := drive(ctx, cs, clients, 200, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
-				_, err := c.Get(ctx, listPrefix, clientv3.WithPrefix(), clientv3.WithLimit(500))
+				_, err := c.Get(ctx, growthListPrefix, clientv3.WithPrefix(), clientv3.WithLimit(500))
 				return err
 			})
 			// A page of a paged list pinned 1,000 revisions back.
 			past := drive(ctx, cs, clients, 200, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
-				_, err := c.Get(ctx, listPrefix, clientv3.WithPrefix(), clientv3.WithLimit(500), clientv3.WithRev(cur-1000))
+				_, err := c.Get(ctx, growthListPrefix, clientv3.WithPrefix(), clientv3.WithLimit(500), clientv3.WithRev(cur-1000))
 				return err
 			})
-			// History Get at a random time since the fill began.
-			now := time.Now().UnixMilli()
-			hGet := drive(ctx, cs, clients, 2000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
-				at := fillStart + rand.Int64N(max(now-fillStart, 1))
-				_, err := historypb.NewHistoryClient(c.ActiveConnection()).Get(ctx, &historypb.Request{Key: []byte(obj(j * 13)), UnixMs: at})
-				return err
-			})
-			// History Log of the hot key: one page of up to 1,000 entries.
-			var entries int
-			hLog := drive(ctx, cs[:1], 1, 50, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
-				resp, err := historypb.NewHistoryClient(c.ActiveConnection()).Log(ctx, &historypb.Request{Key: []byte(hot), Limit: 1000})
-				if err == nil {
-					entries = len(resp.Entries)
-				}
-				return err
-			})
-			r.upd, r.get, r.list, r.listPast = keep(r.upd, upd), keep(r.get, get), keep(r.list, list), keep(r.listPast, past)
-			r.hGet, r.hLog, r.logEntries = keep(r.hGet, hGet), keep(r.hLog, hLog), entries
+			hGet := historyGets(ctx, cs, clients, cfg, fillStart, time.Now().UnixMilli())
+			hLog, entries := historyLogs(ctx, cs, 1, cfg)
+			r.upd, r.get, r.list, r.listPast = betterP99(r.upd, upd), betterP99(r.get, get), betterP99(r.list, list), betterP99(r.listPast, past)
+			r.hGet, r.hLog, r.logEntries = betterP99(r.hGet, hGet), betterP99(r.hLog, hLog), entries
 			for _, s := range []opStats{upd, get, list, past, hGet, hLog} {
 				if s.errs > 0 {
 					logf("growth: %d errors: %s", s.errs, s.firstErr)
@@ -228,5 +254,160 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 	fmt.Printf("\nUpdates while retention pruning runs (restarted with --retain 75s --prune-interval 1s; first %v window): p50 %s, p99 %s, %.0f/s; without pruning at %d revisions: p50 %s, p99 %s. Oldest retained revision %d before, %d after %v; database %s before, %s after (SQLite reuses freed pages; the file does not shrink without defragment).\n",
 		cfg.phaseTime, fmtSec(pruning.p50().Seconds()), fmtSec(pruning.p99().Seconds()), pruning.rate(), last.revs,
 		fmtSec(last.upd.p50().Seconds()), fmtSec(last.upd.p99().Seconds()), before, after, time.Since(pruneStart).Round(time.Second), fmtMB(last.size), fmtMB(sizeAfter))
+	return nil
+}
+
+// historyFill records what a cached History data directory holds.
+type historyFill struct {
+	Revisions int64 `json:"revisions"`
+	// FromMs and ToMs bracket the fill's commit times.
+	FromMs int64 `json:"from_ms"`
+	ToMs   int64 `json:"to_ms"`
+}
+
+// prepareHistoryData returns a data directory under cacheDir holding the
+// growth data at revs revisions, filling it with bin the first time: the
+// fill takes minutes, and History's reads do not change the data, so one
+// fill serves every later run (and every binary measured on it).
+func prepareHistoryData(ctx context.Context, bin, cacheDir string, cfg config, revs int) (string, historyFill, error) {
+	dir := filepath.Join(cacheDir, fmt.Sprintf("history-%d-%db", revs, cfg.valueSize))
+	meta := filepath.Join(dir, "fill.json")
+	var hf historyFill
+	if b, err := os.ReadFile(meta); err == nil {
+		if err := json.Unmarshal(b, &hf); err != nil {
+			return "", hf, fmt.Errorf("%s: %w", meta, err)
+		}
+		logf("history: reusing %s (%d revisions)", dir, hf.Revisions)
+		return dir, hf, nil
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", hf, err
+	}
+	srv, err := startGrowthServer(ctx, bin, dir, "--retain", "0")
+	if err != nil {
+		return "", hf, err
+	}
+	defer srv.stop()
+	val := strings.Repeat("v", cfg.valueSize)
+	if err := fill(ctx, srv.conns, cfg, growthListPrefix, 500, val); err != nil {
+		return "", hf, err
+	}
+	hf.FromMs = time.Now().UnixMilli()
+	t0 := time.Now()
+	logf("history: filling %s to %d revisions (once; later runs reuse it)", dir, revs)
+	if err := growthFill(ctx, srv.conns, cfg, 0, revs-501, val); err != nil {
+		return "", hf, fmt.Errorf("history fill: %w", err)
+	}
+	hf.ToMs = time.Now().UnixMilli()
+	cctx, cancel := context.WithTimeout(ctx, cfg.reqTimeout)
+	defer cancel()
+	r, err := srv.conns[0].Get(cctx, growthHot)
+	if err != nil {
+		return "", hf, err
+	}
+	hf.Revisions = r.Header.Revision
+	logf("history: filled %d revisions in %v", hf.Revisions, time.Since(t0).Round(time.Second))
+	b, err := json.Marshal(hf)
+	if err != nil {
+		return "", hf, err
+	}
+	return dir, hf, os.WriteFile(meta, b, 0o644)
+}
+
+// historyRow is one binary's History latencies at one client count.
+type historyRow struct {
+	clients  int
+	get, log opStats
+	entries  int
+	// getCPU and logCPU are the server's CPU time per request, the least
+	// of the rounds: unlike latency, little moved by other work on the
+	// machine.
+	getCPU, logCPU time.Duration
+}
+
+// serverCPU runs f and returns its result with the server's CPU time per
+// successful request during it (0 if unreadable).
+func serverCPU(pid int, f func() opStats) (opStats, time.Duration) {
+	c0, err0 := cpuTime(pid)
+	st := f()
+	c1, err1 := cpuTime(pid)
+	if err0 != nil || err1 != nil || st.ops == 0 {
+		return st, 0
+	}
+	return st, (c1 - c0) / time.Duration(st.ops)
+}
+
+// leastCPU keeps the smaller of two per-request CPU times, 0 meaning none.
+func leastCPU(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// runHistory measures only quantykube.History, on cached growth data (see
+// prepareHistoryData): Get at a time and Log of the ~1,000-revision hot key,
+// each at 1 and 16 clients, the better p99 of rounds passes; with base, that
+// binary too, on the same data in the same run.
+func runHistory(ctx context.Context, bins map[string]string, names []string, extra []string, cacheDir string, cfg config, revs, rounds int) error {
+	dir, hf, err := prepareHistoryData(ctx, bins[names[0]], cacheDir, cfg, revs)
+	if err != nil {
+		return err
+	}
+	levels := []int{1, 16}
+	results := map[string][]historyRow{}
+	for round := 1; round <= rounds; round++ {
+		for _, name := range names {
+			logf("history: %s, round %d of %d (load %s)", name, round, rounds, loadAvg())
+			srv, err := startGrowthServer(ctx, bins[name], dir, append([]string{"--retain", "0"}, extra...)...)
+			if err != nil {
+				return err
+			}
+			rows := results[name]
+			for i, n := range levels {
+				cs := srv.conns[:n]
+				get, getCPU := serverCPU(srv.pid, func() opStats { return historyGets(ctx, cs, n, cfg, hf.FromMs, hf.ToMs) })
+				var entries int
+				log, logCPU := serverCPU(srv.pid, func() opStats {
+					var st opStats
+					st, entries = historyLogs(ctx, cs, n, cfg)
+					return st
+				})
+				for _, s := range []opStats{get, log} {
+					if s.errs > 0 {
+						srv.stop()
+						return fmt.Errorf("history %s: %d errors: %s", name, s.errs, s.firstErr)
+					}
+				}
+				if len(rows) <= i {
+					rows = append(rows, historyRow{clients: n})
+				}
+				r := &rows[i]
+				r.get, r.log, r.entries = betterP99(r.get, get), betterP99(r.log, log), entries
+				r.getCPU, r.logCPU = leastCPU(r.getCPU, getCPU), leastCPU(r.logCPU, logCPU)
+			}
+			results[name] = rows
+			srv.stop()
+		}
+	}
+	fmt.Printf("\n### History at %d retained revisions (SQLite), %d-byte values, better p99 of %d, load %s\n\n", hf.Revisions, cfg.valueSize, rounds, loadAvg())
+	fmt.Println("| binary | clients | Get at a time p50 / p99 | server CPU per Get | Log of one key p50 / p99 (entries) | server CPU per Log |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	ps := func(s opStats) string { return fmtSec(s.p50().Seconds()) + " / " + fmtSec(s.p99().Seconds()) }
+	for _, name := range names {
+		for _, r := range results[name] {
+			fmt.Printf("| %s | %d | %s | %s | %s (%d) | %s |\n", name, r.clients, ps(r.get), fmtSec(r.getCPU.Seconds()), ps(r.log), r.entries, fmtSec(r.logCPU.Seconds()))
+		}
+	}
+	if len(names) == 2 {
+		a, b := results[names[1]], results[names[0]]
+		for i := range a {
+			fmt.Printf("\n%d clients, %s vs %s: p99 Get %.2fx, Log %.2fx; server CPU per Get %.2fx, per Log %.2fx (above 1x %s is better)", a[i].clients, names[0], names[1],
+				a[i].get.p99().Seconds()/b[i].get.p99().Seconds(), a[i].log.p99().Seconds()/b[i].log.p99().Seconds(),
+				a[i].getCPU.Seconds()/b[i].getCPU.Seconds(), a[i].logCPU.Seconds()/b[i].logCPU.Seconds(), names[0])
+		}
+		fmt.Println()
+	}
 	return nil
 }

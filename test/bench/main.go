@@ -76,6 +76,9 @@ func run() error {
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
+	history := flag.Bool("history", false, "instead of the table: only quantykube.History (Get at a time, Log of a busy key) at 1 and 16 clients, on growth data filled once and kept under -history-cache (with -quantykube-base: that binary too, same data)")
+	historyRevs := flag.Int("history-revisions", 1_000_000, "retained revisions of -history's data")
+	historyCache := flag.String("history-cache", ".cache/bench/history", "where -history keeps its filled data directories")
 	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, or all")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
@@ -122,6 +125,22 @@ func run() error {
 			return err
 		}
 		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints)
+	}
+
+	if *history {
+		if *qkBin == "" {
+			return fmt.Errorf("-history needs -quantykube")
+		}
+		cache, err := filepath.Abs(*historyCache)
+		if err != nil {
+			return err
+		}
+		bins, names := map[string]string{"quantykube": *qkBin}, []string{"quantykube"}
+		if *qkBase != "" {
+			bins["quantykube@base"] = *qkBase
+			names = append(names, "quantykube@base")
+		}
+		return runHistory(ctx, bins, names, strings.Fields(*qkFlags), cache, cfg, *historyRevs, *rounds)
 	}
 
 	var pg *pgCluster

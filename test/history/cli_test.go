@@ -42,9 +42,11 @@ type cliResult struct {
 // cli runs `quantykube history ARGS...` against e.
 func (e *env) cli(args ...string) cliResult {
 	e.t.Helper()
+	// The first call builds the binary: not within the command's time limit.
+	bin := framework.Binary(e.t)
 	ctx, cancel := context.WithTimeout(testCtx(e.t), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, framework.Binary(e.t), append([]string{"history"}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"history"}, args...)...)
 	cmd.Env = append(os.Environ(), "TZ="+cliZone)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
