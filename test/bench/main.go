@@ -76,7 +76,7 @@ func run() error {
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
-	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, or all")
+	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, or all")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
 	flag.Parse()
