@@ -23,6 +23,10 @@ import (
 // five statements sent one after another pays five of them, a pipelined
 // batch fewer. The proxy also counts the chunks the servers send towards
 // PostgreSQL, which at one client is how many request turns a write takes.
+// The one-client phase runs first with the proxy adding nothing: what a
+// create costs besides the network (the commit's flush to disk, the
+// servers' own work) is the difference, so the round trips it waits for are
+// (p50 - p50 without latency) / RTT.
 
 // pgnetLatency is the toxic that delays each chunk by a fixed number of
 // microseconds (toxiproxy's own latency toxic counts milliseconds, too
@@ -30,6 +34,7 @@ import (
 type pgnetLatency struct {
 	Micros int64 `json:"micros"`
 	chunks atomic.Int64
+	off    atomic.Bool // pass chunks on at once
 }
 
 func (t *pgnetLatency) Pipe(stub *toxics.ToxicStub) {
@@ -46,7 +51,7 @@ func (t *pgnetLatency) Pipe(stub *toxics.ToxicStub) {
 			t.chunks.Add(1)
 			// Measured from when the proxy read the chunk: chunks that queue
 			// behind each other are not delayed twice.
-			if wait := delay - time.Since(c.Timestamp); wait > 0 {
+			if wait := delay - time.Since(c.Timestamp); wait > 0 && !t.off.Load() {
 				select {
 				case <-time.After(wait):
 				case <-stub.Interrupt:
@@ -67,7 +72,15 @@ func init() { toxics.Register(pgnetToxic, new(pgnetLatency)) }
 type pgnetProxy struct {
 	proxy    *toxiproxy.Proxy
 	upstream *pgnetLatency
+	both     []*pgnetLatency
 	port     int
+}
+
+// delay turns the latency on or off.
+func (p *pgnetProxy) delay(on bool) {
+	for _, t := range p.both {
+		t.off.Store(!on)
+	}
 }
 
 func startPGNetProxy(pg *pgCluster, latency time.Duration) (*pgnetProxy, error) {
@@ -84,8 +97,10 @@ func startPGNetProxy(pg *pgCluster, latency time.Duration) (*pgnetProxy, error) 
 			proxy.Stop()
 			return nil, fmt.Errorf("add the latency (%s): %w", stream, err)
 		}
+		t := w.Toxic.(*pgnetLatency)
+		p.both = append(p.both, t)
 		if stream == "upstream" {
-			p.upstream = w.Toxic.(*pgnetLatency)
+			p.upstream = t
 		}
 	}
 	_, port, err := net.SplitHostPort(proxy.Listen)
@@ -101,9 +116,9 @@ func startPGNetProxy(pg *pgCluster, latency time.Duration) (*pgnetProxy, error) 
 
 type pgnetResult struct {
 	rtt time.Duration
-	// One client, creates one after another.
-	single opStats
-	turns  float64 // chunks towards PostgreSQL per create
+	// One client, creates one after another, with the latency and without.
+	single, near opStats
+	turns        float64 // chunks towards PostgreSQL per create
 	// Many clients.
 	create, update opStats
 	errs           int
@@ -112,6 +127,11 @@ type pgnetResult struct {
 
 func (r *pgnetResult) p50RTTs() float64 {
 	return float64(r.single.p50()) / float64(r.rtt)
+}
+
+// netRTTs is the round trips the network added to the median create.
+func (r *pgnetResult) netRTTs() float64 {
+	return float64(r.single.p50()-r.near.p50()) / float64(r.rtt)
 }
 
 func pgnetOnly(t target) string {
@@ -159,6 +179,10 @@ func runPGNet(ctx context.Context, t target, fr *fresh, pg *pgCluster, ec extraC
 			logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond), st.errs, st.firstErr)
 		}
 
+		px.delay(false)
+		res.near = drive(ctx, conns[:1], 1, ec.netSingle, ec.netTime, ec.reqTimeout, create("/registry/bench-pgnet-0/"))
+		logPhase("create-c1 (no latency)", res.near)
+		px.delay(true)
 		before := px.upstream.chunks.Load()
 		res.single = drive(ctx, conns[:1], 1, ec.netSingle, ec.netTime, ec.reqTimeout, create("/registry/bench-pgnet-1/"))
 		if res.single.ops > 0 {
@@ -187,7 +211,7 @@ func runPGNet(ctx context.Context, t target, fr *fresh, pg *pgCluster, ec extraC
 			return err
 		})
 		logPhase(fmt.Sprintf("update-c%d", ec.netClients), res.update)
-		res.errs = res.single.errs + res.create.errs + res.update.errs
+		res.errs = res.near.errs + res.single.errs + res.create.errs + res.update.errs
 
 		cctx, cancel := context.WithTimeout(ctx, ec.reqTimeout)
 		defer cancel()
@@ -203,13 +227,15 @@ func runPGNet(ctx context.Context, t target, fr *fresh, pg *pgCluster, ec extraC
 }
 
 func printPGNet(w io.Writer, runs []*extraRun[*pgnetResult], ec extraConfig) {
-	fmt.Fprintf(w, "The servers reach PostgreSQL through a proxy adding %v each way (round trip %v). One client: %d creates (If mod_revision = 0 Then Put, %d B) one after another; then %d clients: %d creates, then an update (If mod_revision = R Then Put Else Get) of each created key. Turns: chunks the server sent towards PostgreSQL per one-client create, every connection counted. Best of the rounds.\n\n",
+	fmt.Fprintf(w, "The servers reach PostgreSQL through a proxy adding %v each way (round trip %v). One client: %d creates (If mod_revision = 0 Then Put, %d B) one after another, first with the proxy adding nothing (\"no latency\"), then with the latency; then %d clients: %d creates, then an update (If mod_revision = R Then Put Else Get) of each created key. Turns: chunks the server sent towards PostgreSQL per one-client create, every connection counted. Best of the rounds.\n\n",
 		ec.netLatency, 2*ec.netLatency, ec.netSingle, ec.valueSize, ec.netClients, ec.netKeys)
-	fmt.Fprintf(w, "| target | 1 client create p50 | p99 | p50 in round trips | turns per create | %d clients create/s | update/s | errors | lost |\n", ec.netClients)
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| target | 1 client create p50 | p99 | p50 in round trips | p50 no latency | round trips added | turns per create | %d clients create/s | update/s | errors | lost |\n", ec.netClients)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	p50 := func(r *pgnetResult) float64 { return r.single.p50().Seconds() }
 	p99 := func(r *pgnetResult) float64 { return r.single.p99().Seconds() }
 	rtts := func(r *pgnetResult) float64 { return r.p50RTTs() }
+	near := func(r *pgnetResult) float64 { return r.near.p50().Seconds() }
+	added := func(r *pgnetResult) float64 { return r.netRTTs() }
 	turns := func(r *pgnetResult) float64 { return r.turns }
 	creates := func(r *pgnetResult) float64 { return r.create.rate() }
 	updates := func(r *pgnetResult) float64 { return r.update.rate() }
@@ -219,9 +245,9 @@ func printPGNet(w io.Writer, runs []*extraRun[*pgnetResult], ec extraConfig) {
 		}
 		errs := worstOf(r.rounds, func(r *pgnetResult) int64 { return int64(r.errs) })
 		lost := worstOf(r.rounds, func(r *pgnetResult) int64 { return r.lost })
-		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %s | %s | %d | %d |\n", r.t.name,
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %s | %.1f | %.1f | %s | %s | %d | %d |\n", r.t.name,
 			fmtSec(bestOf(r.rounds, p50, false)), fmtSec(bestOf(r.rounds, p99, false)), bestOf(r.rounds, rtts, false),
-			bestOf(r.rounds, turns, false), fmtRate(bestOf(r.rounds, creates, true)), fmtRate(bestOf(r.rounds, updates, true)), errs, lost)
+			fmtSec(bestOf(r.rounds, near, false)), bestOf(r.rounds, added, false), bestOf(r.rounds, turns, false), fmtRate(bestOf(r.rounds, creates, true)), fmtRate(bestOf(r.rounds, updates, true)), errs, lost)
 	}
 	printNotes(w, runs)
 	printRatios(w, runs, []ratioCol[*pgnetResult]{
