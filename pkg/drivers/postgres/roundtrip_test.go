@@ -12,11 +12,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
-	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
-	"github.com/quantyroot/quantykube/pkg/mvcc"
-	"github.com/quantyroot/quantykube/test/framework"
-	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 // turnProxy forwards TCP connections to PostgreSQL and counts, per
@@ -110,31 +105,18 @@ func (p *turnProxy) counts() []int64 {
 // and the read of the keys it names, then its writes with COMMIT. Counted
 // on the wire, on the writer's connection (the one that turns most).
 func TestBatchTakesTwoRoundTrips(t *testing.T) {
-	srv, err := framework.PostgresServer()
-	if err != nil {
-		framework.Unavailable(t, "PostgreSQL", err)
-	}
+	var proxy *turnProxy
+	s, _ := openStoreVia(t, func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy = startTurnProxy(t, u.Host)
+		u.Host = proxy.ln.Addr().String()
+		return u.String()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn, err := pgtest.CreateDatabase(ctx, srv.AdminDSN, t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startTurnProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	d, err := postgres.New(u.String(), postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mvcc.Open(ctx, d, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	create := func(k string) {
 		t.Helper()
 		cmp := []*pb.Compare{{Key: []byte(k), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 0}}}
