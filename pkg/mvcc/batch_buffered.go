@@ -3,17 +3,21 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The buffered batch serves a database that replicas share across a
-// network (Shared, ADR-007), where every statement is a round trip: a batch
-// is BEGIN, the lock (which reads the committed revision), one read of the
-// floors and of every current row the batch names, one statement with all
-// of its writes, and COMMIT: five round trips whatever its size. Writes are held back until the batch commits,
-// or until something must read the tables they change.
+// network (Shared, ADR-007), where every round trip counts: a batch is
+// BEGIN, the lock (which reads the committed revision) and one read of the
+// floors and of every current row the batch names, sent together; then one
+// statement with all of its writes, sent with COMMIT: two round trips
+// whatever its size, unless a request reads what the batch did not name
+// (a range, a lease's deadline). Writes are held back until the batch
+// commits, or until something must read the tables they change.
 
 // sharedBatchTimeout bounds one write batch on a shared database, so that a
 // database across the network cannot hang the writer forever.
@@ -32,16 +36,18 @@ type bufferedBatcher struct {
 }
 
 func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
-	sqltx, err := b.s.wdb.BeginTx(ctx, nil)
+	// The pool's one connection, held for the batch: the transaction is
+	// the connection's, begun and committed by the dialect's pipelines.
+	conn, err := b.s.wdb.Conn(ctx)
 	if err != nil {
 		return nil, BatchStart{}, err
 	}
 	// Other replicas may have committed since our last batch: take the
 	// database-wide write lock and start from what is committed.
 	keys := batchKeys(reqs)
-	start, kvs, err := b.sh.LockBatch(ctx, sqltx, keys)
+	start, kvs, err := b.sh.BeginBatch(ctx, conn, keys)
 	if err != nil {
-		sqltx.Rollback()
+		release(conn, false)
 		return nil, BatchStart{}, err
 	}
 	// Read under the lock, so no other writer changes them before this
@@ -53,13 +59,33 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 	for _, kv := range kvs {
 		rows[string(kv.Key)] = kv
 	}
-	return &bufferedTx{b: b, ctx: ctx, tx: sqltx, rows: rows, pend: &BatchWrites{}, isDirty: map[string]bool{}}, start, nil
+	return &bufferedTx{b: b, ctx: ctx, conn: conn, rows: rows, pend: &BatchWrites{}, isDirty: map[string]bool{}}, start, nil
 }
+
+// release returns the writer's connection to its pool, after rolling back
+// whatever transaction is open on it unless the batch committed. A
+// connection that cannot roll back is closed instead: the pool must never
+// hand out one inside a transaction.
+func release(conn *sql.Conn, committed bool) {
+	if !committed {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		_, err := conn.ExecContext(ctx, "ROLLBACK")
+		cancel()
+		if err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	conn.Close()
+}
+
+// rollbackTimeout bounds the ROLLBACK of a failed batch: a database that
+// does not answer it loses the connection instead.
+const rollbackTimeout = 10 * time.Second
 
 type bufferedTx struct {
 	b    *bufferedBatcher
 	ctx  context.Context
-	tx   *sql.Tx
+	conn *sql.Conn
 	rows staged
 	// The writes held back: log rows in pend, and the keys whose current
 	// row changed (its new state is in rows), in first-change order.
@@ -70,9 +96,7 @@ type bufferedTx struct {
 	unixMs    int64
 }
 
-// q is the transaction itself: pgx already keeps a prepared statement per
-// query and connection, and preparing per batch would only add round trips.
-func (t *bufferedTx) q() querier { return prepTx{tx: t.tx, p: t.b.s.wstmts} }
+func (t *bufferedTx) q() querier { return binder{on: t.conn, d: t.b.s.d} }
 
 func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	if kv, ok := t.rows[string(key)]; ok {
@@ -122,7 +146,9 @@ func (t *bufferedTx) markDirty(key []byte) {
 	}
 }
 
-func (t *bufferedTx) flush() error {
+// held moves the final state of the dirty keys into pend and returns
+// what is held back, or nil when nothing is.
+func (t *bufferedTx) held() *BatchWrites {
 	p := t.pend
 	for _, k := range t.dirty {
 		if kv := t.rows[k]; kv != nil {
@@ -131,21 +157,29 @@ func (t *bufferedTx) flush() error {
 			p.Delete = append(p.Delete, []byte(k))
 		}
 	}
+	t.dirty = t.dirty[:0]
+	clear(t.isDirty)
 	if p.empty() {
 		return nil
 	}
 	p.UnixMs = t.unixMs
-	err := t.b.sh.WriteBatch(t.ctx, t.tx, p)
+	return p
+}
+
+func (t *bufferedTx) flush() error {
+	p := t.held()
+	if p == nil {
+		return nil
+	}
+	err := t.b.sh.WriteBatch(t.ctx, t.conn, p)
 	*p = BatchWrites{Log: p.Log[:0], Put: p.Put[:0], Delete: p.Delete[:0]}
 	t.pendBytes = 0
-	t.dirty = t.dirty[:0]
-	clear(t.isDirty)
 	return err
 }
 
 func (t *bufferedTx) leaseExpired(id int64) (bool, error) {
 	// Another replica may have renewed, revoked or expired it.
-	return t.b.sh.LeaseExpired(t.ctx, t.tx, id)
+	return t.b.sh.LeaseExpired(t.ctx, t.conn, id)
 }
 
 func (t *bufferedTx) commit(end batchEnd) error {
@@ -159,16 +193,17 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	case p.SetRev || p.SetCompact:
 		p.Notify = t.b.notify + notifyRev
 	}
-	if err := t.flush(); err != nil {
-		t.tx.Rollback()
+	err := t.b.sh.CommitBatch(t.ctx, t.conn, t.held())
+	release(t.conn, err == nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrRolledBack):
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		// The commit may have reached the database: retrying the requests
-		// could apply them twice. The next batch re-reads the state.
-		return &errCommitUnknown{err: err}
-	}
-	return nil
+	// The commit may have reached the database: retrying the requests
+	// could apply them twice. The next batch re-reads the state.
+	return &errCommitUnknown{err: err}
 }
 
-func (t *bufferedTx) rollback() { t.tx.Rollback() }
+func (t *bufferedTx) rollback() { release(t.conn, false) }

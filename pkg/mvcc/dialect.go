@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -39,12 +40,14 @@ type Dialect interface {
 // processes (replicas) may write at once, such as PostgreSQL. The engine
 // then trusts the database, not its memory, between batches (ADR-007):
 //
-//   - every write batch starts with LockBatch, which takes the database-wide
-//     write lock (held until the batch commits) and reads the committed
-//     revision, compact floor and last batch time, so revisions are assigned
-//     in commit order across replicas with no holes;
-//   - a batch's writes are held back and sent with WriteBatch in one
-//     statement, which also wakes the other replicas at commit;
+//   - every write batch starts with BeginBatch, which opens the transaction
+//     on the writer's connection, takes the database-wide write lock (held
+//     until the batch commits) and reads the committed revision, compact
+//     floor and last batch time, so revisions are assigned in commit order
+//     across replicas with no holes;
+//   - a batch's writes are held back and sent with CommitBatch in one
+//     statement, pipelined with the COMMIT, which also wakes the other
+//     replicas: a batch that reads nothing else costs two round trips;
 //   - a tailer goroutine feeds the Hub from the log table in revision order,
 //     woken by Listen and by a slow poll, and follows the compact floor and
 //     the lease table (tail.go);
@@ -58,15 +61,24 @@ type Shared interface {
 	// once, and fails while an import holds LockImport; it runs first in
 	// the migration transaction.
 	LockMigrate(ctx context.Context, tx *sql.Tx) error
-	// LockBatch runs first in every write transaction. It also returns the
-	// current rows of keys (absent keys are left out): the batch's point
-	// reads, fetched in the statement that reads the committed state, so
-	// that compares cost no round trip each.
-	LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (BatchStart, []*mvccpb.KeyValue, error)
+	// LockBatch runs first in every write transaction (an import's). It
+	// also returns the current rows of keys (absent keys are left out): the
+	// batch's point reads, fetched in the statement that reads the
+	// committed state, so that compares cost no round trip each.
+	LockBatch(ctx context.Context, q Querier, keys [][]byte) (BatchStart, []*mvccpb.KeyValue, error)
+	// BeginBatch begins a transaction on conn (the writer's connection,
+	// idle) and runs LockBatch in it, in one round trip. After an error the
+	// caller rolls back.
+	BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (BatchStart, []*mvccpb.KeyValue, error)
 	// WriteBatch applies w inside the batch's transaction, in as few round
 	// trips as the database allows (once per batch, and before any read of
 	// the batch's own writes).
-	WriteBatch(ctx context.Context, tx *sql.Tx, w *BatchWrites) error
+	WriteBatch(ctx context.Context, q Querier, w *BatchWrites) error
+	// CommitBatch applies w (nil: nothing) as WriteBatch does and commits
+	// the transaction BeginBatch began, in one round trip. After an error
+	// that wraps ErrRolledBack the batch has not committed; after any
+	// other, it may have. Either way the caller rolls back.
+	CommitBatch(ctx context.Context, conn *sql.Conn, w *BatchWrites) error
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
 	Notify(ctx context.Context, ex Execer, payload string) error
@@ -80,7 +92,7 @@ type Shared interface {
 	RenewLease(ctx context.Context, db *sql.DB, id int64) (ttl int64, ok bool, err error)
 	// LeaseExpired locks the lease's row inside the writer's transaction and
 	// reports whether it exists and its deadline has passed.
-	LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error)
+	LeaseExpired(ctx context.Context, q Querier, id int64) (bool, error)
 	// StartLeases restarts every lease's TTL from the database's clock now.
 	StartLeases(ctx context.Context, tx *sql.Tx) error
 	// LockImport fails if a server is connected, and refuses every server
@@ -129,6 +141,17 @@ type LogRow struct {
 // LeaseRow is one persisted lease.
 type LeaseRow struct {
 	ID, TTL, RemainingMs int64
+}
+
+// ErrRolledBack marks a CommitBatch error after which the batch certainly
+// did not commit: its requests may be retried.
+var ErrRolledBack = errors.New("the batch was rolled back")
+
+// Querier is a connection or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // Execer is a pool or a transaction.

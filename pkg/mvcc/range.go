@@ -12,12 +12,8 @@ import (
 )
 
 // querier runs SQL written with ? placeholders: a transaction through
-// prepTx.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
+// prepTx, or a connection through binder.
+type querier = Querier
 
 // queries renders the SQL the engine builds per request for one dialect.
 type queries struct {

@@ -163,3 +163,23 @@ type unprepared struct {
 
 func (u unprepared) QueryContext(context.Context, ...any) (*sql.Rows, error) { return nil, u.err }
 func (u unprepared) ExecContext(context.Context, ...any) (sql.Result, error) { return nil, u.err }
+
+// binder runs queries written with ? placeholders on a connection, bound
+// for the dialect: the buffered batch's, where pgx keeps a prepared
+// statement per query and connection already.
+type binder struct {
+	on Querier
+	d  Dialect
+}
+
+func (b binder) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return b.on.QueryContext(ctx, b.d.Bind(q), args...)
+}
+
+func (b binder) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return b.on.QueryRowContext(ctx, b.d.Bind(q), args...)
+}
+
+func (b binder) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return b.on.ExecContext(ctx, b.d.Bind(q), args...)
+}

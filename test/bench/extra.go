@@ -14,7 +14,8 @@ import (
 )
 
 // The workloads beside the table (issue 14): watch fan-out, a big
-// DeleteRange under load, an idle server, and start-up with many keys. Each
+// DeleteRange under load, an idle server, start-up with many keys, and
+// PostgreSQL across a network (pgnet). Each
 // runs against every target that can run it, on fresh data, -rounds times;
 // each is printed as its own table with the ratios against etcd (and kine
 // where kine ran it) from the same run.
@@ -34,6 +35,10 @@ type extraConfig struct {
 	idleKeys, idleWatches int
 
 	startKeys, startVersions, startValue int
+
+	netLatency                     time.Duration // one way
+	netSingle, netClients, netKeys int
+	netTime                        time.Duration // bound on each phase
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -49,7 +54,12 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.startKeys, "startup-keys", 1_000_000, "startup: live keys")
 	flag.IntVar(&ec.startVersions, "startup-versions", 3, "startup: revisions written per key (the history a restart finds)")
 	flag.IntVar(&ec.startValue, "startup-value-size", 256, "startup: value bytes")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s, startup 100,000 keys")
+	flag.DurationVar(&ec.netLatency, "pgnet-latency", 500*time.Microsecond, "pgnet: latency the proxy adds each way between the servers and PostgreSQL")
+	flag.IntVar(&ec.netSingle, "pgnet-single", 2000, "pgnet: creates by one client")
+	flag.IntVar(&ec.netClients, "pgnet-clients", 64, "pgnet: clients of the concurrent phases")
+	flag.IntVar(&ec.netKeys, "pgnet-keys", 10_000, "pgnet: creates (then updates) by those clients")
+	flag.DurationVar(&ec.netTime, "pgnet-phase-time", 30*time.Second, "pgnet: upper bound on each phase")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s, startup 100,000 keys, pgnet 300 and 2,000 creates")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		if !*quick {
@@ -64,6 +74,8 @@ func extraFlags(ec *extraConfig) func() {
 			"bigdelete-keys":  func() { ec.delKeys = 20_000 },
 			"idle-time":       func() { ec.idleTime = 30 * time.Second },
 			"startup-keys":    func() { ec.startKeys = 100_000 },
+			"pgnet-single":    func() { ec.netSingle = 300 },
+			"pgnet-keys":      func() { ec.netKeys = 2000 },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -83,12 +95,14 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("idle: want -idle-time > 0")
 	case ec.startKeys < 1 || ec.startVersions < 1 || ec.startValue < 0:
 		return fmt.Errorf("startup: want keys and versions >= 1")
+	case ec.netLatency <= 0 || ec.netSingle < 1 || ec.netClients < 1 || ec.netKeys < 1 || ec.netTime <= 0:
+		return fmt.Errorf("pgnet: want a latency and phase time > 0, and creates and clients >= 1")
 	}
 	return nil
 }
 
 // extraWorkloads are the workloads beside the table, in the order they run.
-var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup"}
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet"}
 
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
@@ -98,7 +112,7 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet":
 			extras = append(extras, w)
 		default:
 			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
@@ -203,6 +217,11 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				return runStartup(ctx, t, fr, ec, rounds)
 			})
 			print = func(w io.Writer) { printStartup(w, runs, ec, rounds) }
+		case "pgnet":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, pgnetOnly, func(ctx context.Context, t target, fr *fresh) (*pgnetResult, error) {
+				return runPGNet(ctx, t, fr, pg, ec)
+			})
+			print = func(w io.Writer) { printPGNet(w, runs, ec) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -31,6 +31,9 @@ type target struct {
 	profiled bool
 	// control is the profiled server's control address (profile start/stop).
 	control string
+	// on is the same target on another address of the cluster (pgnet's
+	// proxy); nil for targets that use no PostgreSQL.
+	on func(pg *pgCluster) target
 }
 
 // freePort asks the kernel for an unused loopback port.
@@ -81,6 +84,9 @@ func quantykubeTarget(name, bin string, pg *pgCluster, extra []string) target {
 		args := append([]string{"serve", "--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", ep}, extra...)
 		return command(ctx, dir, bin, args...)
 	}
+	if pg != nil {
+		t.on = func(pg *pgCluster) target { return quantykubeTarget(name, bin, pg, extra) }
+	}
 	return t
 }
 
@@ -118,6 +124,9 @@ func kineTarget(bin string, pg *pgCluster) target {
 		}
 		return command(ctx, dir, bin, "--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", ep,
 			"--metrics-bind-address", "0")
+	}
+	if pg != nil {
+		t.on = func(pg *pgCluster) target { return kineTarget(bin, pg) }
 	}
 	return t
 }

@@ -23,6 +23,13 @@ func TestMain(m *testing.M) { framework.Main(m) }
 // test is skipped, or fails under CI=true.
 func openStore(t *testing.T) (*mvcc.Store, string) {
 	t.Helper()
+	return openStoreVia(t, func(dsn string) string { return dsn })
+}
+
+// openStoreVia is openStore reaching the database at via(its DSN); the
+// DSN returned is the direct one.
+func openStoreVia(t *testing.T, via func(dsn string) string) (*mvcc.Store, string) {
+	t.Helper()
 	srv, err := framework.PostgresServer()
 	if err != nil {
 		framework.Unavailable(t, "PostgreSQL", err)
@@ -33,7 +40,7 @@ func openStore(t *testing.T) (*mvcc.Store, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := postgres.New(dsn, postgres.Options{})
+	d, err := postgres.New(via(dsn), postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

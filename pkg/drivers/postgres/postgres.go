@@ -1,5 +1,6 @@
 // Package postgres is the PostgreSQL dialect, on jackc/pgx/v5 through its
-// database/sql adapter so the engine stays shared with SQLite. Several
+// database/sql adapter so the engine stays shared with SQLite (the write
+// batch's two pipelines use the pgx connection beneath it). Several
 // QuantyKube processes may serve one database: the dialect implements
 // mvcc.Shared (a database-wide write lock per batch, LISTEN/NOTIFY
 // wake-ups, leases whose deadlines live in the database).
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -246,24 +248,107 @@ func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 // LockBatch locks meta's rev row for the rest of the transaction: batches
 // of every replica commit one after another, each starting from the
 // revision the previous one committed.
-func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
 	var st mvcc.BatchStart
-	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`).Scan(&st.Rev); err != nil {
+	if err := q.QueryRowContext(ctx, lockBatchSQL).Scan(&st.Rev); err != nil {
 		return st, nil, err
 	}
-	// READ COMMITTED: this statement's snapshot is taken after the lock,
-	// so the floors and rows it reads are what the previous batch (of any
-	// replica) committed. The row with a NULL key carries meta.
-	rows, err := tx.QueryContext(ctx, lockedStateSQL, keys)
+	rows, err := q.QueryContext(ctx, lockedStateSQL, keys)
 	if err != nil {
 		return st, nil, err
 	}
 	defer rows.Close()
+	kvs, err := scanLockedState(rows, &st)
+	return st, kvs, err
+}
+
+// BeginBatch sends BEGIN and LockBatch's two statements as one pipeline:
+// the server runs them in order, each after the one before has finished,
+// so the read still happens under the lock, and the batch pays one round
+// trip for all three.
+func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (st mvcc.BatchStart, kvs []*mvccpb.KeyValue, err error) {
+	err = withPgx(conn, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(lockBatchSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.Rev) })
+		b.Queue(lockedStateSQL, keys).Query(func(rows pgx.Rows) error {
+			var err error
+			kvs, err = scanLockedState(rows, &st)
+			return err
+		})
+		return c.SendBatch(ctx, b).Close()
+	})
+	return st, kvs, err
+}
+
+// CommitBatch sends the batch's writes and COMMIT as one pipeline. Its
+// error says whether the batch certainly did not commit (mvcc.ErrRolledBack):
+// the server refused the writes (it then skips the COMMIT queued behind
+// them), refused the COMMIT with an ERROR, or nothing was sent. Any other
+// failure, a connection lost after sending, leaves the outcome unknown.
+func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.BatchWrites) error {
+	return withPgx(conn, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		if w != nil {
+			b.Queue(writeBatchSQL, writeBatchArgs(w)...)
+		}
+		b.Queue("COMMIT")
+		br := c.SendBatch(ctx, b)
+		defer br.Close()
+		if w != nil {
+			if _, err := br.Exec(); err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+					return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+				}
+				return err
+			}
+		}
+		tag, err := br.Exec()
+		var pe *pgconn.PgError
+		switch {
+		case err == nil && tag.String() != "COMMIT":
+			// COMMIT in a failed transaction answers ROLLBACK.
+			return fmt.Errorf("%w: COMMIT answered %q", mvcc.ErrRolledBack, tag.String())
+		case err == nil:
+			// Committed: what follows its answer does not change that.
+			return nil
+		case errors.As(err, &pe) && pe.SeverityUnlocalized == "ERROR", pgconn.SafeToRetry(err):
+			// A FATAL error may end the session during a commit that has
+			// already reached the log: only an ERROR is a refusal.
+			return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+		}
+		return err
+	})
+}
+
+// withPgx runs f on the pgx connection beneath conn: pipelines have no
+// database/sql form.
+func withPgx(conn *sql.Conn, f func(*pgx.Conn) error) error {
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: the writer's connection is a %T, not pgx's", dc)
+		}
+		return f(c.Conn())
+	})
+}
+
+// rowScanner is database/sql's rows or pgx's.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanLockedState reads lockedStateSQL's rows: the floors into st, and
+// the current rows.
+func scanLockedState(rows rowScanner, st *mvcc.BatchStart) ([]*mvccpb.KeyValue, error) {
 	var kvs []*mvccpb.KeyValue
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
 		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
-			return st, nil, err
+			return nil, err
 		}
 		if kv.Key == nil {
 			st.Compact, st.LastUnixMs = kv.CreateRevision, kv.ModRevision
@@ -271,9 +356,16 @@ func (d *Dialect) LockBatch(ctx context.Context, tx *sql.Tx, keys [][]byte) (mvc
 		}
 		kvs = append(kvs, kv)
 	}
-	return st, kvs, rows.Err()
+	return kvs, rows.Err()
 }
 
+// lockBatchSQL takes the batch lock and reads the committed revision.
+const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`
+
+// lockedStateSQL runs after lockBatchSQL, as a statement of its own: in
+// READ COMMITTED its snapshot is taken after the lock, so the floors and
+// rows it reads are what the previous batch (of any replica) committed.
+// The row with a NULL key carries meta.
 const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
 	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
 UNION ALL
@@ -307,7 +399,13 @@ m AS (
 SELECT pg_notify('` + channel + `', $21::text) WHERE $21::text <> ''`
 
 // WriteBatch sends the batch in one round trip (see writeBatchSQL).
-func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *mvcc.BatchWrites) error {
+func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
+	_, err := q.ExecContext(ctx, writeBatchSQL, writeBatchArgs(w)...)
+	return err
+}
+
+// writeBatchArgs are writeBatchSQL's parameters for w.
+func writeBatchArgs(w *mvcc.BatchWrites) []any {
 	n := len(w.Log)
 	rev, sub, create, version, lease := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, values := make([][]byte, n), make([][]byte, n)
@@ -329,11 +427,10 @@ func (d *Dialect) WriteBatch(ctx context.Context, tx *sql.Tx, w *mvcc.BatchWrite
 	if del == nil {
 		del = [][]byte{}
 	}
-	_, err := tx.ExecContext(ctx, writeBatchSQL, w.UnixMs,
+	return []any{w.UnixMs,
 		rev, sub, keys, values, create, version, lease, deleted,
 		pk, pv, pc, pm, pver, pl,
-		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify)
-	return err
+		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify}
 }
 
 func (d *Dialect) Notify(ctx context.Context, ex mvcc.Execer, payload string) error {
@@ -427,9 +524,9 @@ func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64) (int64, 
 	return ttl, true, tx.Commit()
 }
 
-func (d *Dialect) LeaseExpired(ctx context.Context, tx *sql.Tx, id int64) (bool, error) {
+func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (bool, error) {
 	var expired bool
-	err := tx.QueryRowContext(ctx, `SELECT renewed_ms + ttl * 1000 <= `+nowMs+` FROM leases WHERE id = $1 FOR UPDATE`, id).Scan(&expired)
+	err := q.QueryRowContext(ctx, `SELECT renewed_ms + ttl * 1000 <= `+nowMs+` FROM leases WHERE id = $1 FOR UPDATE`, id).Scan(&expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
