@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
@@ -21,24 +22,46 @@ type hub struct {
 	rev      int64 // newest published revision
 	wake     chan struct{}
 	closed   bool
+
+	// A revision larger than the whole ring (a DeleteRange of many keys)
+	// stays in it until holdUntil, however far over its budget: the
+	// watchers it wakes read it from memory, where its events already are,
+	// instead of reading every row back from the log. Then it goes at the
+	// next publish, like any revision.
+	now       func() time.Time
+	holdRev   int64
+	holdUntil time.Time
 }
 
+// hubHold is how long a revision larger than the ring stays in it: long
+// enough for the watchers it woke to be scheduled and read it.
+const hubHold = time.Second
+
 func newHub(rev int64, maxBytes int) *hub {
-	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{})}
+	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{}), now: time.Now}
 }
 
 func (h *hub) publish(rev int64, evs []*Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	size := 0
 	for _, e := range evs {
-		h.bytes += e.Size()
+		size += e.Size()
 	}
+	now := h.now()
+	if size > h.maxBytes {
+		h.holdRev, h.holdUntil = rev, now.Add(hubHold)
+	}
+	h.bytes += size
 	h.events = append(h.events, evs...)
 	h.rev = rev
 	// Drop whole revisions from the front until the ring fits.
 	drop := 0
 	for h.bytes > h.maxBytes && drop < len(h.events) {
 		r := h.events[drop].Rev()
+		if r >= h.holdRev && now.Before(h.holdUntil) {
+			break
+		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {
 			h.bytes -= h.events[drop].Size()
 			h.events[drop] = nil

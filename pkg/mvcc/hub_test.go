@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -29,8 +30,9 @@ func revsOf(evs []*Event) string {
 
 func TestHubTrimsWholeRevisions(t *testing.T) {
 	type publish struct {
-		rev int64
-		evs []*Event
+		rev   int64
+		evs   []*Event
+		after time.Duration // the clock moves by this much before it
 	}
 	for _, tc := range []struct {
 		name     string
@@ -38,25 +40,26 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 		publish  []publish
 		base     int64  // what the ring no longer holds: revisions <= base
 		held     string // every event still in the ring
+		over     bool   // a revision larger than the ring is held past the limit
 	}{
 		{
 			name:     "under the limit keeps everything",
 			maxBytes: 1000,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}},
 			base:     1,
 			held:     "2:a 3:b 3:c",
 		},
 		{
 			name:     "exactly at the limit keeps everything",
 			maxBytes: 300,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}},
 			base:     1,
 			held:     "2:a 3:b 3:c",
 		},
 		{
 			name:     "over the limit drops the oldest revision",
 			maxBytes: 300,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}, {4, []*Event{ev(4, "d", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}, {4, []*Event{ev(4, "d", 100)}, 0}},
 			base:     2,
 			held:     "3:b 3:c 4:d",
 		},
@@ -65,38 +68,66 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			// revision is never split: all of it goes.
 			name:     "a revision goes whole",
 			maxBytes: 350,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100), ev(2, "b", 100)}}, {3, []*Event{ev(3, "c", 100), ev(3, "d", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100), ev(2, "b", 100)}, 0}, {3, []*Event{ev(3, "c", 100), ev(3, "d", 100)}, 0}},
 			base:     2,
 			held:     "3:c 3:d",
 		},
 		{
 			name:     "several revisions go at once",
 			maxBytes: 250,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100)}}, {4, []*Event{ev(4, "c", 200)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100)}, 0}, {4, []*Event{ev(4, "c", 200)}, 0}},
 			base:     3,
 			held:     "4:c",
 		},
 		{
-			name:     "a revision larger than the ring leaves it empty",
+			// Its watchers read it from the ring, not every row back
+			// from the log.
+			name:     "a revision larger than the ring stays in it for a while",
 			maxBytes: 250,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}, 0}},
+			base:     2,
+			held:     "3:b 3:c",
+			over:     true,
+		},
+		{
+			name:     "revisions after a large one are kept while it is",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 100)}, hubHold - time.Millisecond}},
+			base:     1,
+			held:     "2:a 2:b 3:c",
+			over:     true,
+		},
+		{
+			name:     "a revision larger than the ring goes at the first publish after its time",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 100)}, hubHold}},
+			base:     2,
+			held:     "3:c",
+		},
+		{
+			name:     "a revision larger than the ring goes whole at once after its time",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 300)}, hubHold}, {4, []*Event{ev(4, "d", 100)}, hubHold}},
 			base:     3,
-			held:     "",
+			held:     "4:d",
 		},
 		{
 			// Revisions that changed nothing the ring holds (a lease
 			// grant) still move its revision.
 			name:     "a revision without events",
 			maxBytes: 1000,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, nil}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, nil, 0}},
 			base:     1,
 			held:     "2:a",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub(1, tc.maxBytes)
+			now := time.Unix(1000, 0)
+			h.now = func() time.Time { return now }
 			var last int64
 			for _, p := range tc.publish {
+				now = now.Add(p.after)
 				h.publish(p.rev, p.evs)
 				last = p.rev
 			}
@@ -113,7 +144,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			for _, e := range h.events {
 				size += e.Size()
 			}
-			if h.bytes != size || size > tc.maxBytes {
+			if h.bytes != size || size > tc.maxBytes != tc.over {
 				t.Errorf("ring counts %d bytes, holds %d, limit %d", h.bytes, size, tc.maxBytes)
 			}
 			// Everything above base reads from the ring; base itself does not.
