@@ -24,12 +24,14 @@ type hub struct {
 	closed   bool
 
 	// A revision larger than the whole ring (a DeleteRange of many keys)
-	// stays in it until holdUntil, however far over its budget: the
-	// watchers it wakes read it from memory, where its events already are,
-	// instead of reading every row back from the log. Then it goes at the
-	// next publish, like any revision.
+	// stays in it until holdUntil without counting against its budget, and
+	// so do the revisions before and after it that fit: the watchers it
+	// wakes, even a few revisions behind, read it from memory, where its
+	// events already are, instead of reading every row back from the log.
+	// Then it counts, and goes at the next publish.
 	now       func() time.Time
 	holdRev   int64
+	holdBytes int
 	holdUntil time.Time
 }
 
@@ -50,16 +52,20 @@ func (h *hub) publish(rev int64, evs []*Event) {
 	}
 	now := h.now()
 	if size > h.maxBytes {
-		h.holdRev, h.holdUntil = rev, now.Add(hubHold)
+		h.holdRev, h.holdBytes, h.holdUntil = rev, size, now.Add(hubHold)
+	}
+	held := 0
+	if now.Before(h.holdUntil) {
+		held = h.holdBytes
 	}
 	h.bytes += size
 	h.events = append(h.events, evs...)
 	h.rev = rev
 	// Drop whole revisions from the front until the ring fits.
 	drop := 0
-	for h.bytes > h.maxBytes && drop < len(h.events) {
+	for h.bytes-held > h.maxBytes && drop < len(h.events) {
 		r := h.events[drop].Rev()
-		if r >= h.holdRev && now.Before(h.holdUntil) {
+		if held > 0 && r >= h.holdRev {
 			break
 		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {

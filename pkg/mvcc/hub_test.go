@@ -85,8 +85,17 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			name:     "a revision larger than the ring stays in it for a while",
 			maxBytes: 250,
 			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}, 0}},
+			base:     1,
+			held:     "2:a 3:b 3:c",
+			over:     true,
+		},
+		{
+			// A watcher a few revisions behind reads it from the ring too.
+			name:     "a revision larger than the ring does not count against it for a while",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100)}, 0}, {4, []*Event{ev(4, "c", 300)}, 0}, {5, []*Event{ev(5, "d", 100)}, 0}},
 			base:     2,
-			held:     "3:b 3:c",
+			held:     "3:b 4:c 5:d",
 			over:     true,
 		},
 		{
