@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +151,54 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 	want("off checkpoint checkpoint on")
 	write()
 	want("off checkpoint checkpoint on")
+}
+
+// The memory a big DeleteRange frees goes back to the operating system
+// once its events leave the Hub, not before (watchers read them there)
+// and not for ordinary writes.
+func TestLargeDeleteReleasesMemory(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "m.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mvcc.Open(context.Background(), d, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var released atomic.Int64
+	s.OnReleaseMemory(func() { released.Add(1) })
+	ctx := context.Background()
+	// Over 64 MiB in all, each put far less.
+	value := bytes.Repeat([]byte("v"), 1400<<10)
+	for i := range 50 {
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/big/%02d", i), string(value), 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func() {
+		t.Helper()
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/other"), "x", 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/big/", "/big0")}}); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if n := released.Load(); n != 0 {
+		t.Fatalf("memory released %d times while the Hub holds the delete's events", n)
+	}
+	clock.Advance(time.Minute)
+	write()
+	for deadline := time.Now().Add(time.Minute); released.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a minute after the delete's events left the Hub, no memory was released")
+		}
+	}
+	write()
+	if n := released.Load(); n != 1 {
+		t.Fatalf("memory released %d times, want once", n)
+	}
 }

@@ -39,11 +39,13 @@ type hub struct {
 // enough for the watchers it woke to be scheduled and read it.
 const hubHold = time.Second
 
-func newHub(rev int64, maxBytes int) *hub {
-	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{}), now: time.Now}
+func newHub(rev int64, maxBytes int, now func() time.Time) *hub {
+	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{}), now: now}
 }
 
-func (h *hub) publish(rev int64, evs []*Event) {
+// publish adds a revision's events and reports how many bytes of events
+// it dropped to make room.
+func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	size := 0
@@ -69,6 +71,7 @@ func (h *hub) publish(rev int64, evs []*Event) {
 			break
 		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {
+			dropped += h.events[drop].Size()
 			h.bytes -= h.events[drop].Size()
 			h.events[drop] = nil
 			drop++
@@ -80,6 +83,7 @@ func (h *hub) publish(rev int64, evs []*Event) {
 	}
 	close(h.wake)
 	h.wake = make(chan struct{})
+	return dropped
 }
 
 func (h *hub) close() {

@@ -131,14 +131,21 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHub(1, tc.maxBytes)
+			h := newHub(1, tc.maxBytes, nil)
 			now := time.Unix(1000, 0)
 			h.now = func() time.Time { return now }
 			var last int64
+			published, dropped := 0, 0
 			for _, p := range tc.publish {
 				now = now.Add(p.after)
-				h.publish(p.rev, p.evs)
+				dropped += h.publish(p.rev, p.evs)
+				for _, e := range p.evs {
+					published += e.Size()
+				}
 				last = p.rev
+			}
+			if published-dropped != h.bytes {
+				t.Errorf("published %d bytes, reported %d dropped, holds %d", published, dropped, h.bytes)
 			}
 			if rev, _, _ := h.state(); rev != last {
 				t.Fatalf("state revision %d, want %d", rev, last)
@@ -168,7 +175,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 }
 
 func TestHubRead(t *testing.T) {
-	h := newHub(1, 1<<20)
+	h := newHub(1, 1<<20, time.Now)
 	h.publish(2, []*Event{ev(2, "a", 100), ev(2, "b", 100)})
 	h.publish(3, []*Event{ev(3, "c", 100)})
 	h.publish(5, []*Event{ev(5, "a", 100), ev(5, "bb", 100), ev(5, "d", 100)})
@@ -210,7 +217,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func TestHubWakes(t *testing.T) {
-	h := newHub(4, 1<<20)
+	h := newHub(4, 1<<20, time.Now)
 	rev, wake, closed := h.state()
 	if rev != 4 || closed || isClosed(wake) {
 		t.Fatalf("new hub: rev %d closed %v woken %v", rev, closed, isClosed(wake))
