@@ -24,11 +24,12 @@ type hub struct {
 	closed   bool
 
 	// A revision larger than the whole ring (a DeleteRange of many keys)
-	// stays in it until holdUntil without counting against its budget, and
-	// so do the revisions before and after it that fit: the watchers it
-	// wakes, even a few revisions behind, read it from memory, where its
-	// events already are, instead of reading every row back from the log.
-	// Then it counts, and goes at the next publish.
+	// stays in it until holdUntil without counting against its budget:
+	// the revisions before it stay as far as the budget allows, those
+	// after it with it. The watchers it wakes, even a few revisions
+	// behind, read it from memory, where its events already are, instead
+	// of reading every row back from the log. Then it counts, and goes at
+	// the next publish.
 	now       func() time.Time
 	holdRev   int64
 	holdBytes int
