@@ -43,7 +43,23 @@ type directBatcher struct {
 	// effect, so the next batch reads its start from the database and
 	// reloads the live index.
 	uncertain bool
+
+	// After a batch that wrote a large log (bulk), the WAL is copied into
+	// the database by a background checkpoint on a reader's connection,
+	// not by the writer's connection in its commit: the batch is answered
+	// without waiting for that copy, and so are the batches after it.
+	// ckptOff: the writer's connection does not checkpoint; ckpt is closed
+	// when the background checkpoint ends; ckptAgain: another bulk batch
+	// committed meanwhile, whose log that checkpoint may have missed.
+	ckptOff   bool
+	ckpt      chan struct{}
+	ckptAgain bool
 }
+
+// bulkBytes is how many bytes of deleted rows make a batch bulk: their
+// pages are rewritten into the WAL, well beyond what the writer's
+// connection checkpoints after an ordinary commit.
+const bulkBytes = 16 << 20
 
 func newDirectBatcher(ctx context.Context, s *Store, st BatchStart) (*directBatcher, error) {
 	// One writer connection: statements prepared on it now are reused by
@@ -60,6 +76,10 @@ func (b *directBatcher) begin(ctx context.Context, _ []*writeReq) (batchTx, Batc
 		return nil, BatchStart{}, err
 	}
 	tx := &directTx{b: b, ctx: ctx, tx: prepTx{tx: sqltx, p: b.s.wstmts, local: map[string]*sql.Stmt{}}, rows: staged{}, index: b.s.index.Load()}
+	if err := b.resumeCheckpoints(ctx, tx.tx); err != nil {
+		sqltx.Rollback()
+		return nil, BatchStart{}, err
+	}
 	start := b.last
 	if b.uncertain {
 		if err := tx.tx.QueryRowContext(ctx, sqlMeta).Scan(&start.Rev, &start.Compact, &start.LastUnixMs); err != nil {
@@ -84,6 +104,48 @@ type directTx struct {
 	tx    prepTx
 	rows  staged
 	index *liveIndex // nil: current rows come from SQL
+	bulk  int64      // bytes of the rows its range deletes removed
+}
+
+// resumeCheckpoints runs at the start of a batch, on the writer's
+// connection (ex): once the background checkpoint has ended, another
+// starts if a bulk batch committed while it ran, or else the connection
+// checkpoints after its commits again.
+func (b *directBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error {
+	if !b.ckptOff {
+		return nil
+	}
+	if b.ckpt != nil {
+		select {
+		case <-b.ckpt:
+		default:
+			return nil
+		}
+	}
+	if b.ckptAgain {
+		b.ckptAgain = false
+		b.checkpointBehind()
+		return nil
+	}
+	if err := b.s.d.(Checkpointer).AutoCheckpoint(ctx, ex, true); err != nil {
+		return err
+	}
+	b.ckptOff, b.ckpt = false, nil
+	return nil
+}
+
+// checkpointBehind starts the background checkpoint.
+func (b *directBatcher) checkpointBehind() {
+	done := make(chan struct{})
+	b.ckpt = done
+	go func() {
+		defer close(done)
+		// A checkpoint that fails leaves the WAL to the next one: the
+		// writer's connection checkpoints after its commits again.
+		if err := b.s.d.(Checkpointer).Checkpoint(context.Background(), b.s.rdb); err != nil {
+			b.s.log.Warn("background checkpoint failed", "err", err)
+		}
+	}()
 }
 
 func (t *directTx) q() querier { return t.tx }
@@ -149,6 +211,9 @@ func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 		return nil, false, nil
 	}
 	prevs := t.rangeRows(kr)
+	for _, kv := range prevs {
+		t.bulk += int64(len(kv.Key) + len(kv.Value))
+	}
 	for i := 0; i < len(prevs); i += deleteStep {
 		step := prevs[i:min(i+deleteStep, len(prevs))]
 		first, last := step[0].Key, step[len(step)-1].Key
@@ -234,6 +299,14 @@ func (t *directTx) commit(end batchEnd) error {
 			return fail(err)
 		}
 	}
+	_, background := t.b.s.d.(Checkpointer)
+	background = background && t.bulk >= bulkBytes
+	if background && !t.b.ckptOff {
+		if err := t.b.s.d.(Checkpointer).AutoCheckpoint(t.ctx, t.tx, false); err != nil {
+			return fail(err)
+		}
+		t.b.ckptOff = true
+	}
 	if err := t.tx.tx.Commit(); err != nil {
 		// It may have reached the disk (SQLite reports an I/O error of the
 		// sync after the WAL frames are written, and they count after a
@@ -243,6 +316,13 @@ func (t *directTx) commit(end batchEnd) error {
 		t.b.uncertain = true
 		t.b.s.staleIndex()
 		return &errCommitUnknown{err: err}
+	}
+	if background {
+		if t.b.ckpt == nil {
+			t.b.checkpointBehind()
+		} else {
+			t.b.ckptAgain = true
+		}
 	}
 	t.b.last = BatchStart{Rev: end.rev, Compact: end.compact, LastUnixMs: end.start.LastUnixMs}
 	if end.rev != end.start.Rev {

@@ -36,6 +36,21 @@ type Dialect interface {
 	Tables(ctx context.Context) ([]string, error)
 }
 
+// Checkpointer is implemented by dialects that commit to a write-ahead log
+// and copy it into the database afterwards (SQLite). The writer's
+// connection makes that copy itself after its commits, which makes the
+// commit's caller wait for it; after a batch that wrote a large log (a
+// DeleteRange of many keys) the writer hands the copy to another
+// connection instead (batch_direct.go).
+type Checkpointer interface {
+	// AutoCheckpoint turns the copy after each commit on or off for the
+	// connection ex runs on (the writer's transaction).
+	AutoCheckpoint(ctx context.Context, ex Execer, on bool) error
+	// Checkpoint copies the log into the database on a connection of db
+	// (the readers' pool), without waiting for the writer or readers.
+	Checkpoint(ctx context.Context, db *sql.DB) error
+}
+
 // Shared is implemented by dialects whose database several QuantyKube
 // processes (replicas) may write at once, such as PostgreSQL. The engine
 // then trusts the database, not its memory, between batches (ADR-007):

@@ -45,3 +45,8 @@ func (s *Store) WriterInDB() bool { return s.writer.inDB.Load() }
 
 // QueuedWrites is how many requests wait for the writer.
 func (s *Store) QueuedWrites() int { return len(s.reqs) }
+
+// OnReleaseMemory replaces what the store calls to hand the memory a big
+// revision leaves behind back to the operating system. Call it before the
+// writes.
+func (s *Store) OnReleaseMemory(f func()) { s.freeOSMemory = f }

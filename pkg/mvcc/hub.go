@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
@@ -21,25 +22,57 @@ type hub struct {
 	rev      int64 // newest published revision
 	wake     chan struct{}
 	closed   bool
+
+	// A revision larger than the whole ring (a DeleteRange of many keys)
+	// stays in it until holdUntil without counting against its budget:
+	// the revisions before it stay as far as the budget allows, those
+	// after it with it. The watchers it wakes, even a few revisions
+	// behind, read it from memory, where its events already are, instead
+	// of reading every row back from the log. Then it counts, and goes at
+	// the next publish.
+	now       func() time.Time
+	holdRev   int64
+	holdBytes int
+	holdUntil time.Time
 }
 
-func newHub(rev int64, maxBytes int) *hub {
-	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{})}
+// hubHold is how long a revision larger than the ring stays in it: long
+// enough for the watchers it woke to be scheduled and read it.
+const hubHold = time.Second
+
+func newHub(rev int64, maxBytes int, now func() time.Time) *hub {
+	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{}), now: now}
 }
 
-func (h *hub) publish(rev int64, evs []*Event) {
+// publish adds a revision's events and reports how many bytes of events
+// it dropped to make room.
+func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	size := 0
 	for _, e := range evs {
-		h.bytes += e.Size()
+		size += e.Size()
 	}
+	now := h.now()
+	if size > h.maxBytes {
+		h.holdRev, h.holdBytes, h.holdUntil = rev, size, now.Add(hubHold)
+	}
+	held := 0
+	if now.Before(h.holdUntil) {
+		held = h.holdBytes
+	}
+	h.bytes += size
 	h.events = append(h.events, evs...)
 	h.rev = rev
 	// Drop whole revisions from the front until the ring fits.
 	drop := 0
-	for h.bytes > h.maxBytes && drop < len(h.events) {
+	for h.bytes-held > h.maxBytes && drop < len(h.events) {
 		r := h.events[drop].Rev()
+		if held > 0 && r >= h.holdRev {
+			break
+		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {
+			dropped += h.events[drop].Size()
 			h.bytes -= h.events[drop].Size()
 			h.events[drop] = nil
 			drop++
@@ -51,6 +84,7 @@ func (h *hub) publish(rev int64, evs []*Event) {
 	}
 	close(h.wake)
 	h.wake = make(chan struct{})
+	return dropped
 }
 
 func (h *hub) close() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -29,8 +30,9 @@ func revsOf(evs []*Event) string {
 
 func TestHubTrimsWholeRevisions(t *testing.T) {
 	type publish struct {
-		rev int64
-		evs []*Event
+		rev   int64
+		evs   []*Event
+		after time.Duration // the clock moves by this much before it
 	}
 	for _, tc := range []struct {
 		name     string
@@ -38,25 +40,26 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 		publish  []publish
 		base     int64  // what the ring no longer holds: revisions <= base
 		held     string // every event still in the ring
+		over     bool   // a revision larger than the ring is held past the limit
 	}{
 		{
 			name:     "under the limit keeps everything",
 			maxBytes: 1000,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}},
 			base:     1,
 			held:     "2:a 3:b 3:c",
 		},
 		{
 			name:     "exactly at the limit keeps everything",
 			maxBytes: 300,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}},
 			base:     1,
 			held:     "2:a 3:b 3:c",
 		},
 		{
 			name:     "over the limit drops the oldest revision",
 			maxBytes: 300,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}}, {4, []*Event{ev(4, "d", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100), ev(3, "c", 100)}, 0}, {4, []*Event{ev(4, "d", 100)}, 0}},
 			base:     2,
 			held:     "3:b 3:c 4:d",
 		},
@@ -65,40 +68,84 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			// revision is never split: all of it goes.
 			name:     "a revision goes whole",
 			maxBytes: 350,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100), ev(2, "b", 100)}}, {3, []*Event{ev(3, "c", 100), ev(3, "d", 100)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100), ev(2, "b", 100)}, 0}, {3, []*Event{ev(3, "c", 100), ev(3, "d", 100)}, 0}},
 			base:     2,
 			held:     "3:c 3:d",
 		},
 		{
 			name:     "several revisions go at once",
 			maxBytes: 250,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 100)}}, {4, []*Event{ev(4, "c", 200)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100)}, 0}, {4, []*Event{ev(4, "c", 200)}, 0}},
 			base:     3,
 			held:     "4:c",
 		},
 		{
-			name:     "a revision larger than the ring leaves it empty",
+			// Its watchers read it from the ring, not every row back
+			// from the log.
+			name:     "a revision larger than the ring stays in it for a while",
 			maxBytes: 250,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 200), ev(3, "c", 200)}, 0}},
+			base:     1,
+			held:     "2:a 3:b 3:c",
+			over:     true,
+		},
+		{
+			// A watcher a few revisions behind reads it from the ring too.
+			name:     "a revision larger than the ring does not count against it for a while",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, []*Event{ev(3, "b", 100)}, 0}, {4, []*Event{ev(4, "c", 300)}, 0}, {5, []*Event{ev(5, "d", 100)}, 0}},
+			base:     2,
+			held:     "3:b 4:c 5:d",
+			over:     true,
+		},
+		{
+			name:     "revisions after a large one are kept while it is",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 100)}, hubHold - time.Millisecond}},
+			base:     1,
+			held:     "2:a 2:b 3:c",
+			over:     true,
+		},
+		{
+			name:     "a revision larger than the ring goes at the first publish after its time",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 100)}, hubHold}},
+			base:     2,
+			held:     "3:c",
+		},
+		{
+			name:     "a revision larger than the ring goes whole at once after its time",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200), ev(2, "b", 200)}, 0}, {3, []*Event{ev(3, "c", 300)}, hubHold}, {4, []*Event{ev(4, "d", 100)}, hubHold}},
 			base:     3,
-			held:     "",
+			held:     "4:d",
 		},
 		{
 			// Revisions that changed nothing the ring holds (a lease
 			// grant) still move its revision.
 			name:     "a revision without events",
 			maxBytes: 1000,
-			publish:  []publish{{2, []*Event{ev(2, "a", 100)}}, {3, nil}},
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {3, nil, 0}},
 			base:     1,
 			held:     "2:a",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHub(1, tc.maxBytes)
+			h := newHub(1, tc.maxBytes, nil)
+			now := time.Unix(1000, 0)
+			h.now = func() time.Time { return now }
 			var last int64
+			published, dropped := 0, 0
 			for _, p := range tc.publish {
-				h.publish(p.rev, p.evs)
+				now = now.Add(p.after)
+				dropped += h.publish(p.rev, p.evs)
+				for _, e := range p.evs {
+					published += e.Size()
+				}
 				last = p.rev
+			}
+			if published-dropped != h.bytes {
+				t.Errorf("published %d bytes, reported %d dropped, holds %d", published, dropped, h.bytes)
 			}
 			if rev, _, _ := h.state(); rev != last {
 				t.Fatalf("state revision %d, want %d", rev, last)
@@ -113,7 +160,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			for _, e := range h.events {
 				size += e.Size()
 			}
-			if h.bytes != size || size > tc.maxBytes {
+			if h.bytes != size || size > tc.maxBytes != tc.over {
 				t.Errorf("ring counts %d bytes, holds %d, limit %d", h.bytes, size, tc.maxBytes)
 			}
 			// Everything above base reads from the ring; base itself does not.
@@ -128,7 +175,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 }
 
 func TestHubRead(t *testing.T) {
-	h := newHub(1, 1<<20)
+	h := newHub(1, 1<<20, time.Now)
 	h.publish(2, []*Event{ev(2, "a", 100), ev(2, "b", 100)})
 	h.publish(3, []*Event{ev(3, "c", 100)})
 	h.publish(5, []*Event{ev(5, "a", 100), ev(5, "bb", 100), ev(5, "d", 100)})
@@ -170,7 +217,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func TestHubWakes(t *testing.T) {
-	h := newHub(4, 1<<20)
+	h := newHub(4, 1<<20, time.Now)
 	rev, wake, closed := h.state()
 	if rev != 4 || closed || isClosed(wake) {
 		t.Fatalf("new hub: rev %d closed %v woken %v", rev, closed, isClosed(wake))

@@ -43,6 +43,27 @@ func (p localPublisher) published(c *committed) {
 	c.applyLeases(s.leases)
 	if c.rev != c.startRev {
 		// The events are the batch's own: the Hub keeps them.
-		s.hub.publish(c.rev, c.events)
+		if s.hub.publish(c.rev, c.events) >= releaseBytes {
+			s.releaseMemory()
+		}
 	}
+}
+
+// releaseBytes is how many bytes of events leaving the Hub at once (a big
+// DeleteRange's, whose rows the live index no longer holds either) make the
+// store hand the memory back to the operating system.
+const releaseBytes = 64 << 20
+
+// releaseMemory returns the freed heap to the operating system in the
+// background: the Go runtime would otherwise keep it until a later
+// collection, long after the delete, and the process would stay at its
+// peak. At most one runs at a time.
+func (s *Store) releaseMemory() {
+	if !s.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.releasing.Store(false)
+		s.freeOSMemory()
+	}()
 }

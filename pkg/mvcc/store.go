@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,10 @@ type Store struct {
 	pruneMu     sync.Mutex
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
+	// releasing is set while freed memory goes back to the operating
+	// system (publish.go) through freeOSMemory (tests count the calls).
+	releasing    atomic.Bool
+	freeOSMemory func()
 
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -120,6 +125,8 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		leases: newLessor(opts.Now),
+		// A full collection, then every free page returned.
+		freeOSMemory: debug.FreeOSMemory,
 	}
 	sh, shared := d.(Shared)
 	if err := s.migrate(ctx, sh); err != nil {
@@ -135,7 +142,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.committed.Store(st.rev)
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
-	s.hub = newHub(st.rev, opts.RingBytes)
+	s.hub = newHub(st.rev, opts.RingBytes, opts.Now)
 	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
 
 	// The one place that tells the databases apart: who writes besides us

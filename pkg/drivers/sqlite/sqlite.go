@@ -191,6 +191,31 @@ func (d *Dialect) Migrations() [][]string {
 
 func (d *Dialect) Bind(q string) string { return q }
 
+// autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
+// writer's connection keeps while it checkpoints after its own commits.
+const autoCheckpointPages = 1000
+
+// AutoCheckpoint sets the connection's wal_autocheckpoint (mvcc.Checkpointer).
+func (d *Dialect) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on bool) error {
+	pages := 0
+	if on {
+		pages = autoCheckpointPages
+	}
+	if _, err := ex.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", pages)); err != nil {
+		return fmt.Errorf("sqlite: set wal_autocheckpoint to %d: %w", pages, err)
+	}
+	return nil
+}
+
+// Checkpoint runs a passive checkpoint (mvcc.Checkpointer): it copies what
+// no reader still needs from the WAL and waits for no lock.
+func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	return nil
+}
+
 // LogByRev pins the index: for SELECT DISTINCT key, SQLite prefers a scan
 // of the covering (key, rev) index, which reads every revision ever kept.
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
