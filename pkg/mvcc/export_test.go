@@ -45,3 +45,7 @@ func (s *Store) WriterInDB() bool { return s.writer.inDB.Load() }
 
 // QueuedWrites is how many requests wait for the writer.
 func (s *Store) QueuedWrites() int { return len(s.reqs) }
+
+// WriterRowReads is how many current rows the SQLite writer has read one
+// at a time, outside a batch's first read of the rows it names.
+func (s *Store) WriterRowReads() int64 { return s.writer.b.(*directBatcher).rowReads.Load() }
