@@ -49,8 +49,8 @@ const (
 func sharedValueBytes(r *pb.RangeResponse) int {
 	n := 0
 	for _, kv := range r.Kvs {
-		if len(kv.Value) >= minSharedValue {
-			n += len(kv.Value)
+		if v := kv.GetValue(); len(v) >= minSharedValue {
+			n += len(v)
 		}
 	}
 	return n

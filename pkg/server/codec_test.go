@@ -116,13 +116,15 @@ func TestCodecKnowsEveryField(t *testing.T) {
 	}
 }
 
-// Other messages, and answers the encoder does not know (unknown fields),
-// go through gRPC's proto codec unchanged.
+// Other messages, and answers the encoder does not know (unknown fields, a
+// nil entry), go through gRPC's proto codec unchanged.
 func TestCodecOtherMessages(t *testing.T) {
 	c := newCodec()
 	r := randomRange(rand.New(rand.NewPCG(3, 4)), 300)
 	r.Kvs[7].ProtoReflect().SetUnknown([]byte{0xf8, 0x01, 0x01}) // field 31, varint 1
-	for _, m := range []proto.Message{r, &pb.PutResponse{Header: &pb.ResponseHeader{Revision: 5}}, &pb.TxnResponse{Succeeded: true}} {
+	withNil := randomRange(rand.New(rand.NewPCG(5, 6)), 300)
+	withNil.Kvs[3] = nil
+	for _, m := range []proto.Message{r, withNil, &pb.PutResponse{Header: &pb.ResponseHeader{Revision: 5}}, &pb.TxnResponse{Succeeded: true}} {
 		want, err := c.proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
