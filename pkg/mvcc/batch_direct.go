@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -15,7 +17,8 @@ import (
 // process (SQLite) a statement costs microseconds, not a round trip. This
 // process is the database's only writer, so the batcher starts each batch
 // from the state the previous one left, and the writer's reads of current
-// rows come from the live index when it serves.
+// rows come from the live index when it serves, or else from one read of
+// every key the batch names, before its first request.
 
 // The direct batch's statements, prepared once on the writer's connection.
 const (
@@ -34,7 +37,22 @@ const (
 	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
 )
 
-var directSQL = []string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease}
+// prefetchSizes are the key counts a batch reads current rows for in one
+// statement (prefetchSQL), when no live index serves them: a batch reads
+// its keys in statements of the largest, and the rest in the smallest that
+// holds them (the last key repeated to fill it). One statement replaces a
+// statement per key, and SQLite seeks the keys in order.
+var prefetchSizes = []int{8, 64, 256}
+
+var prefetchSQL = func() (qs []string) {
+	for _, n := range prefetchSizes {
+		qs = append(qs, `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
+	}
+	return qs
+}()
+
+var directSQL = append([]string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease},
+	prefetchSQL...)
 
 type directBatcher struct {
 	s    *Store
@@ -54,6 +72,10 @@ type directBatcher struct {
 	ckptOff   bool
 	ckpt      chan struct{}
 	ckptAgain bool
+
+	// rowReads counts the current rows read one at a time, which a batch
+	// without a live index should not need (tests).
+	rowReads atomic.Int64
 }
 
 // bulkBytes is how many bytes of deleted rows make a batch bulk: their
@@ -70,7 +92,7 @@ func newDirectBatcher(ctx context.Context, s *Store, st BatchStart) (*directBatc
 	return &directBatcher{s: s, last: st}, nil
 }
 
-func (b *directBatcher) begin(ctx context.Context, _ []*writeReq) (batchTx, BatchStart, error) {
+func (b *directBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
 	sqltx, err := b.s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, BatchStart{}, err
@@ -95,7 +117,45 @@ func (b *directBatcher) begin(ctx context.Context, _ []*writeReq) (batchTx, Batc
 		}
 		b.last, b.uncertain = start, false
 	}
+	if tx.index == nil {
+		if err := tx.prefetch(batchKeys(reqs)); err != nil {
+			sqltx.Rollback()
+			return nil, BatchStart{}, err
+		}
+	}
 	return tx, start, nil
+}
+
+// prefetch reads the current rows of keys, before the batch writes
+// anything, so that get answers them without a statement each.
+func (t *directTx) prefetch(keys [][]byte) error {
+	for len(keys) > 0 {
+		i := len(prefetchSizes) - 1
+		for j, size := range prefetchSizes {
+			if size >= len(keys) {
+				i = j
+				break
+			}
+		}
+		n := prefetchSizes[i]
+		chunk := keys[:min(n, len(keys))]
+		keys = keys[len(chunk):]
+		args := make([]any, n)
+		for j := range args {
+			args[j] = chunk[min(j, len(chunk)-1)]
+		}
+		for _, k := range chunk {
+			t.rows[string(k)] = nil
+		}
+		err := eachCurrent(t.ctx, t.tx, prefetchSQL[i], args, func(kv *mvccpb.KeyValue) bool {
+			t.rows[string(kv.Key)] = kv
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("read the batch's current rows: %w", err)
+		}
+	}
+	return nil
 }
 
 type directTx struct {
@@ -160,6 +220,7 @@ func (t *directTx) get(key []byte) (*mvccpb.KeyValue, error) {
 		t.rows[string(key)] = kv
 		return kv, nil
 	}
+	t.b.rowReads.Add(1)
 	kv, err := getCurrent(t.ctx, t.tx, key)
 	if err == nil {
 		t.rows[string(key)] = kv

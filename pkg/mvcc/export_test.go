@@ -50,3 +50,7 @@ func (s *Store) QueuedWrites() int { return len(s.reqs) }
 // revision leaves behind back to the operating system. Call it before the
 // writes.
 func (s *Store) OnReleaseMemory(f func()) { s.freeOSMemory = f }
+
+// WriterRowReads is how many current rows the SQLite writer has read one
+// at a time, outside a batch's first read of the rows it names.
+func (s *Store) WriterRowReads() int64 { return s.writer.b.(*directBatcher).rowReads.Load() }

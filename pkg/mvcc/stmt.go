@@ -88,9 +88,10 @@ func (c *prepared) close() {
 
 // prepTx runs one transaction's queries (written with ? placeholders)
 // through prepared statements: the pool's when prepared, or statements
-// prepared on the transaction itself and kept for its lifetime (a direct
-// write batch, where one statement serves every request), or none (local
-// nil: the query is bound and sent as it is).
+// prepared on the transaction itself, or none (local nil: the query is
+// bound and sent as it is). With local set (a direct write batch, where
+// one statement serves every request), the transaction's statements are
+// kept there for its lifetime.
 type prepTx struct {
 	tx    *sql.Tx
 	p     *prepared
@@ -100,14 +101,22 @@ type prepTx struct {
 // stmt is where query q runs: its prepared statement, or the transaction
 // with the query bound.
 func (t prepTx) stmt(ctx context.Context, q string) stmtLike {
+	if st, ok := t.local[q]; ok {
+		return st
+	}
 	if st := t.p.lookup(q); st != nil {
-		return t.tx.StmtContext(ctx, st)
+		// Tx.StmtContext makes a new transaction statement on every call
+		// (registered with the pool and the transaction until it ends):
+		// a batch that runs the statement for each of its requests keeps
+		// the first.
+		txst := t.tx.StmtContext(ctx, st)
+		if t.local != nil {
+			t.local[q] = txst
+		}
+		return txst
 	}
 	if t.local == nil {
 		return bound{tx: t.tx, q: t.p.d.Bind(q)}
-	}
-	if st, ok := t.local[q]; ok {
-		return st
 	}
 	st, err := t.tx.PrepareContext(ctx, t.p.d.Bind(q))
 	if err != nil {

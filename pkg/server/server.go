@@ -79,8 +79,9 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 // GRPCOptions are the server options the etcd API needs: message size
-// limits as etcd sets them and the interceptor that refuses an oversized
-// request with etcd's error. The keepalive policy belongs to whoever owns
+// limits as etcd sets them, the interceptor that refuses an oversized
+// request with etcd's error, and the codec (proto, with big Range answers
+// sent from the store's memory). The keepalive policy belongs to whoever owns
 // the gRPC server (pkg/endpoint sets one that accepts kube-apiserver's
 // client pings).
 func (s *Server) GRPCOptions() []grpc.ServerOption {
@@ -91,6 +92,8 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		grpc.MaxSendMsgSize(1<<31 - 1),
 		grpc.MaxConcurrentStreams(1<<32 - 1),
 		grpc.ChainUnaryInterceptor(s.sizeInterceptor),
+		// Big Range answers sent without a copy of their values (codec.go).
+		grpc.ForceServerCodecV2(newCodec()),
 	}
 }
 
