@@ -159,9 +159,14 @@ var differentialScripts = []script{
 	}},
 	{name: "request size", run: func(s *side) {
 		// etcd's bound is on the request as its raft log entry, a few bytes
-		// more than the request itself.
+		// more than the request itself. How many more depends on the
+		// server's member ID (the entry's request ID holds its low 16 bits,
+		// a varint of 7 to 10 bytes), which differs between the two
+		// servers: a put of the limit -18 to -15 bytes is refused by one
+		// and not the other as their IDs fall, so the sizes tried stay
+		// outside that band.
 		const limit = 3 * 1024 * 1024 / 2
-		for _, d := range []int{-64, -32, -20, -16, -12, 0, 1, 64} {
+		for _, d := range []int{-64, -32, -20, -19, -14, -12, 0, 1, 64} {
 			p := putOfSize("big", limit+d)
 			s.Put(fmt.Sprintf("put of the limit %+d bytes", d), p)
 		}
