@@ -198,14 +198,16 @@ func (b *directBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error 
 func (b *directBatcher) checkpointBehind() {
 	done := make(chan struct{})
 	b.ckpt = done
-	go func() {
+	b.s.background.Go(func() {
 		defer close(done)
 		// A checkpoint that fails leaves the WAL to the next one: the
-		// writer's connection checkpoints after its commits again.
-		if err := b.s.d.(Checkpointer).Checkpoint(context.Background(), b.s.rdb); err != nil {
+		// writer's connection checkpoints after its commits again. One
+		// that Close cancels leaves it to the last connection's close.
+		ctx := b.s.bgCtx
+		if err := b.s.d.(Checkpointer).Checkpoint(ctx, b.s.rdb); err != nil && ctx.Err() == nil {
 			b.s.log.Warn("background checkpoint failed", "err", err)
 		}
-	}()
+	})
 }
 
 func (t *directTx) q() querier { return t.tx }

@@ -48,7 +48,12 @@ func (c *checkpoints) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on boo
 
 func (c *checkpoints) Checkpoint(ctx context.Context, db *sql.DB) error {
 	c.started <- struct{}{}
-	<-c.gate
+	select {
+	case <-c.gate:
+	case <-ctx.Done():
+		c.record("canceled")
+		return ctx.Err()
+	}
 	err := c.Dialect.Checkpoint(ctx, db)
 	c.record("checkpoint")
 	return err
@@ -202,3 +207,56 @@ func TestLargeDeleteReleasesMemory(t *testing.T) {
 		t.Fatalf("memory released %d times, want once", n)
 	}
 }
+
+// Close does not leave a background checkpoint behind on the pool it
+// closes: it cancels the checkpoint, waits for it, and logs no failure
+// for it.
+func TestCloseEndsTheBackgroundCheckpoint(t *testing.T) {
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 1)}
+	var warnings atomic.Int64
+	logger := slog.New(countingHandler{n: &warnings, level: slog.LevelWarn})
+	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("v"), 64<<10)
+	// Over 16 MiB of rows: the delete checkpoints behind its answer.
+	for i := range 300 {
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/a/%03d", i), string(value), 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/a/", "/a0")}}); err != nil {
+		t.Fatal(err)
+	}
+	<-c.started
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.seen(), "off canceled"; got != want {
+		t.Fatalf("after Close, checkpoint calls %q, want %q", got, want)
+	}
+	if n := warnings.Load(); n != 0 {
+		t.Fatalf("%d warnings logged for a checkpoint Close ended", n)
+	}
+}
+
+// countingHandler counts the records at level or above.
+type countingHandler struct {
+	n     *atomic.Int64
+	level slog.Level
+}
+
+func (h countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h countingHandler) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }

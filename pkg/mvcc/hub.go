@@ -49,13 +49,18 @@ func newHub(rev int64, maxBytes int, now func() time.Time) *hub {
 func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	size := 0
+	// The tailer publishes many revisions at once (read back from the
+	// log): only the last one, rev, can be held, so only its size counts.
+	size, last := 0, 0
 	for _, e := range evs {
 		size += e.Size()
+		if e.Rev() == rev {
+			last += e.Size()
+		}
 	}
 	now := h.now()
-	if size > h.maxBytes {
-		h.holdRev, h.holdBytes, h.holdUntil = rev, size, now.Add(hubHold)
+	if last > h.maxBytes {
+		h.holdRev, h.holdBytes, h.holdUntil = rev, last, now.Add(hubHold)
 	}
 	held := 0
 	if now.Before(h.holdUntil) {

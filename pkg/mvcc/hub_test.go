@@ -121,6 +121,24 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			held:     "4:d",
 		},
 		{
+			// The tailer publishes what it read back from the log, many
+			// revisions at once: only one of them larger than the ring is
+			// held, not all of them together.
+			name:     "revisions published together are not held as one",
+			maxBytes: 250,
+			publish:  []publish{{4, []*Event{ev(2, "a", 100), ev(3, "b", 100), ev(4, "c", 100)}, 0}},
+			base:     2,
+			held:     "3:b 4:c",
+		},
+		{
+			name:     "the last of revisions published together is held when larger than the ring",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 200)}, 0}, {4, []*Event{ev(3, "b", 100), ev(4, "c", 200), ev(4, "d", 200)}, 0}},
+			base:     2,
+			held:     "3:b 4:c 4:d",
+			over:     true,
+		},
+		{
 			// Revisions that changed nothing the ring holds (a lease
 			// grant) still move its revision.
 			name:     "a revision without events",

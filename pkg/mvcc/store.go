@@ -77,6 +77,12 @@ type Store struct {
 	// system (publish.go) through freeOSMemory (tests count the calls).
 	releasing    atomic.Bool
 	freeOSMemory func()
+	// background runs the work a batch leaves behind on the readers' pool
+	// (batch_direct.go's checkpoint): Close cancels bgCtx and waits for it
+	// before it closes that pool.
+	background sync.WaitGroup
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
 
 	reqs      chan *writeReq
 	stop      chan struct{}
@@ -128,6 +134,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		// A full collection, then every free page returned.
 		freeOSMemory: debug.FreeOSMemory,
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	sh, shared := d.(Shared)
 	if err := s.migrate(ctx, sh); err != nil {
 		return nil, s.abandon(err)
@@ -206,6 +213,9 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.stop)
 		<-s.done
+		// The writer has stopped, so it starts no more background work.
+		s.bgCancel()
+		s.background.Wait()
 		// A closed store answers nothing, not even from memory.
 		s.index.Store(nil)
 		if s.tail != nil {
@@ -230,6 +240,7 @@ func (s *Store) Close() error {
 
 // abandon closes what a failed Open had opened and returns err.
 func (s *Store) abandon(err error) error {
+	s.bgCancel()
 	if s.tail != nil && s.tail.stop != nil {
 		s.tail.close()
 	}
