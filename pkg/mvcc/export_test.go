@@ -54,3 +54,10 @@ func (s *Store) OnReleaseMemory(f func()) { s.freeOSMemory = f }
 // WriterRowReads is how many current rows the SQLite writer has read one
 // at a time, outside a batch's first read of the rows it names.
 func (s *Store) WriterRowReads() int64 { return s.writer.b.(*directBatcher).rowReads.Load() }
+
+// HoldTailer keeps a replica's tailer from following the database until
+// release is called: a replica falling behind.
+func (s *Store) HoldTailer() (release func()) {
+	s.tail.mu.Lock()
+	return s.tail.mu.Unlock
+}

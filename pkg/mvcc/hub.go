@@ -92,6 +92,24 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	return dropped
 }
 
+// skip moves the Hub on to rev past revisions whose events are gone (a
+// replica that fell behind retention, tail.go): the ring is emptied, so a
+// watcher still before rev reads the log, finds the floor, and is
+// cancelled as etcd cancels a watch whose revision was compacted.
+func (h *hub) skip(rev int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rev <= h.rev {
+		return
+	}
+	clear(h.events)
+	h.events, h.bytes = h.events[:0], 0
+	h.holdBytes, h.holdUntil = 0, time.Time{}
+	h.base, h.rev = rev, rev
+	close(h.wake)
+	h.wake = make(chan struct{})
+}
+
 func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"time"
 )
@@ -142,6 +143,18 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// lock orders commits), so any later read sees all of them.
 		to := min(rev, have+tailStep)
 		evs, err := t.s.eventsFromLog(ctx, have+1, to, all)
+		if below := (*BelowFloorError)(nil); errors.As(err, &below) {
+			// This replica fell behind retention (cut off from the
+			// database for longer than --retain, or slower than the
+			// replica that pruned): what lies below the floor is gone for
+			// every reader. Move on to the floor, as after a compaction:
+			// the watchers still behind it are cancelled, and clients
+			// relist. Retrying would never succeed.
+			t.s.log.Warn("this replica fell behind the retention floor; its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
+			storeMax(&t.s.committed, below.Floor-1)
+			t.s.hub.skip(below.Floor - 1)
+			continue
+		}
 		if err != nil {
 			return err
 		}
