@@ -5,7 +5,10 @@
 # Extra arguments go to the harness (go run ./test/bench -help);
 # --peers-only builds the peers and stops. QK_REF=<commit> benchmarks that
 # commit instead of the working tree; QK_BASE=<commit> measures that commit
-# too, in the same run.
+# too, in the same run. If scripts/kubernetes.sh has built kube-apiserver
+# $K8S_VERSION (default v1.37.2), the idle workload runs it as each
+# target's client (-idle-apiserver; `-idle-apiserver ""` turns it off); it
+# is never built from here: a cold build takes most of an hour.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,9 +54,15 @@ if [ -n "${QK_BASE:-}" ]; then
 	base=(-quantykube-base "$BIN/quantykube-base")
 	echo "bench: quantykube@base from commit $QK_BASE" >&2
 fi
+apiserver=()
+KUBE_APISERVER=$ROOT/.cache/kubernetes/${K8S_VERSION:-v1.37.2}/bin/kube-apiserver
+if [ -x "$KUBE_APISERVER" ]; then
+	apiserver=(-idle-apiserver "$KUBE_APISERVER")
+fi
 exec "$BIN/bench" \
 	-quantykube "$BIN/quantykube" \
 	"${base[@]}" \
+	"${apiserver[@]}" \
 	-kine "$KINE_BIN" \
 	-etcd "$ETCD_BIN" \
 	"$@"

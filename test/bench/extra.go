@@ -33,6 +33,8 @@ type extraConfig struct {
 
 	idleTime              time.Duration
 	idleKeys, idleWatches int
+	idleAPIServer         string        // kube-apiserver binary: the idle client instead of the harness's
+	idleSettle            time.Duration // from kube-apiserver's /readyz to the window
 
 	startKeys, startVersions, startValue int
 
@@ -50,7 +52,9 @@ func extraFlags(ec *extraConfig) func() {
 	flag.DurationVar(&ec.fanWait, "fanout-wait", 5*time.Minute, "fanout: bound on delivering every event, from the first put")
 	flag.IntVar(&ec.delKeys, "bigdelete-keys", 200_000, "bigdelete: keys the one DeleteRange removes")
 	flag.IntVar(&ec.delClients, "bigdelete-clients", 8, "bigdelete: writers, and as many readers, running during the delete")
-	flag.DurationVar(&ec.idleTime, "idle-time", 2*time.Minute, "idle: the measured window")
+	flag.DurationVar(&ec.idleTime, "idle-time", 2*time.Minute, "idle: the measured window (with -idle-apiserver: 10m, -quick 1m)")
+	flag.StringVar(&ec.idleAPIServer, "idle-apiserver", "", "idle: this kube-apiserver binary is the only client of each target, instead of the harness's keys, watches and lease (scripts/bench.sh passes the one scripts/kubernetes.sh built, if any)")
+	flag.DurationVar(&ec.idleSettle, "idle-settle", time.Minute, "idle with -idle-apiserver: wait after kube-apiserver is ready before the window (-quick 30s)")
 	flag.IntVar(&ec.startKeys, "startup-keys", 1_000_000, "startup: live keys")
 	flag.IntVar(&ec.startVersions, "startup-versions", 3, "startup: revisions written per key (the history a restart finds)")
 	flag.IntVar(&ec.startValue, "startup-value-size", 256, "startup: value bytes")
@@ -59,23 +63,33 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.netClients, "pgnet-clients", 64, "pgnet: clients of the concurrent phases")
 	flag.IntVar(&ec.netKeys, "pgnet-keys", 10_000, "pgnet: creates (then updates) by those clients")
 	flag.DurationVar(&ec.netTime, "pgnet-phase-time", 30*time.Second, "pgnet: upper bound on each phase")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s, startup 100,000 keys, pgnet 300 and 2,000 creates")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if ec.idleAPIServer != "" && !set["idle-time"] {
+			// The idle target is 10 minutes with kube-apiserver.
+			ec.idleTime = 10 * time.Minute
+		}
 		if !*quick {
 			return
 		}
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		small := map[string]func(){
 			"fanout-watchers": func() { ec.fanWatchers = 1000 },
 			"fanout-puts":     func() { ec.fanPuts = 500 },
 			"fanout-wait":     func() { ec.fanWait = time.Minute },
 			"bigdelete-keys":  func() { ec.delKeys = 20_000 },
-			"idle-time":       func() { ec.idleTime = 30 * time.Second },
-			"startup-keys":    func() { ec.startKeys = 100_000 },
-			"pgnet-single":    func() { ec.netSingle = 300 },
-			"pgnet-keys":      func() { ec.netKeys = 2000 },
+			"idle-time": func() {
+				ec.idleTime = 30 * time.Second
+				if ec.idleAPIServer != "" {
+					ec.idleTime = time.Minute
+				}
+			},
+			"idle-settle":  func() { ec.idleSettle = 30 * time.Second },
+			"startup-keys": func() { ec.startKeys = 100_000 },
+			"pgnet-single": func() { ec.netSingle = 300 },
+			"pgnet-keys":   func() { ec.netKeys = 2000 },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -91,12 +105,17 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("fanout: want watchers >= conns >= 1 and puts >= 1")
 	case ec.delKeys < 1 || ec.delClients < 1:
 		return fmt.Errorf("bigdelete: want keys and clients >= 1")
-	case ec.idleTime <= 0:
-		return fmt.Errorf("idle: want -idle-time > 0")
+	case ec.idleTime <= 0 || ec.idleSettle < 0:
+		return fmt.Errorf("idle: want -idle-time > 0 and -idle-settle >= 0")
 	case ec.startKeys < 1 || ec.startVersions < 1 || ec.startValue < 0:
 		return fmt.Errorf("startup: want keys and versions >= 1")
 	case ec.netLatency <= 0 || ec.netSingle < 1 || ec.netClients < 1 || ec.netKeys < 1 || ec.netTime <= 0:
 		return fmt.Errorf("pgnet: want a latency and phase time > 0, and creates and clients >= 1")
+	}
+	if ec.idleAPIServer != "" {
+		if st, err := os.Stat(ec.idleAPIServer); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("idle: -idle-apiserver %s is not an executable (scripts/kubernetes.sh builds kube-apiserver)", ec.idleAPIServer)
+		}
 	}
 	return nil
 }
@@ -209,7 +228,16 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 			print = func(w io.Writer) { printBigDelete(w, runs, ec) }
 		case "idle":
 			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*idleResult, error) {
-				return withServer(ctx, t, fr, func(srv *server) (*idleResult, error) { return runIdle(ctx, srv, ec, keepsLeases(t)) })
+				return withServer(ctx, t, fr, func(srv *server) (*idleResult, error) {
+					if ec.idleAPIServer == "" {
+						return runIdle(ctx, srv, ec, keepsLeases(t))
+					}
+					var tpg *pgCluster
+					if t.engine == "postgres" {
+						tpg = pg
+					}
+					return runIdleAPIServer(ctx, srv, fr, tpg, ec)
+				})
 			})
 			print = func(w io.Writer) { printIdle(w, runs, ec) }
 		case "startup":

@@ -90,7 +90,7 @@ func run() error {
 	}
 
 	// The servers run in their data directories: make the paths absolute.
-	for _, b := range []*string{qkBin, qkBase, kineBin, etcdBin} {
+	for _, b := range []*string{qkBin, qkBase, kineBin, etcdBin, &ec.idleAPIServer} {
 		if *b != "" {
 			abs, err := filepath.Abs(*b)
 			if err != nil {

@@ -321,15 +321,41 @@ func (p *pgCluster) createDB(ctx context.Context, name string) error {
 }
 
 func (p *pgCluster) dbSize(ctx context.Context, name string) int64 {
-	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-U", "postgres", "-d", name, "-Atc", "SELECT pg_database_size(current_database())")
+	out, err := p.query(ctx, name, "SELECT pg_database_size(current_database())")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(out, 10, 64)
+	return n
+}
+
+// transactions is how many transactions database name has committed or
+// rolled back so far (pg_stat_database; each statement a poller sends
+// outside a transaction is one). Asked from the postgres database, so the
+// question is not counted in the answer.
+func (p *pgCluster) transactions(ctx context.Context, name string) (int64, error) {
+	out, err := p.query(ctx, "postgres", fmt.Sprintf("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '%s'", name))
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("pg_stat_database of %s: %q: %w", name, out, err)
+	}
+	return n, nil
+}
+
+// query runs one query in database db through psql and returns its
+// unaligned answer.
+func (p *pgCluster) query(ctx context.Context, db, query string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-U", "postgres", "-d", db, "-Atc", query)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
 	cmd.Dir = p.dir
 	out, err := cmd.Output()
 	if err != nil {
-		return 0
+		return "", fmt.Errorf("psql %q: %w", query, err)
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-	return n
+	return strings.TrimSpace(string(out)), nil
 }
 
 func (p *pgCluster) stop() {
