@@ -1,0 +1,207 @@
+package postgres
+
+// The write batch (mvcc.Shared): the lock every replica's batches take in
+// turn, the read of the state they start from, and the writes, sent as
+// two pgx pipelines (ADR-007, "Two round trips").
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// LockBatch locks meta's rev row for the rest of the transaction: batches
+// of every replica commit one after another, each starting from the
+// revision the previous one committed.
+func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+	var st mvcc.BatchStart
+	if err := q.QueryRowContext(ctx, lockBatchSQL).Scan(&st.Rev); err != nil {
+		return st, nil, err
+	}
+	rows, err := q.QueryContext(ctx, lockedStateSQL, keys)
+	if err != nil {
+		return st, nil, err
+	}
+	defer rows.Close()
+	kvs, err := scanLockedState(rows, &st)
+	return st, kvs, err
+}
+
+// BeginBatch sends BEGIN and LockBatch's two statements as one pipeline:
+// the server runs them in order, each after the one before has finished,
+// so the read still happens under the lock, and the batch pays one round
+// trip for all three.
+func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (st mvcc.BatchStart, kvs []*mvccpb.KeyValue, err error) {
+	err = withPgx(conn, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(lockBatchSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.Rev) })
+		b.Queue(lockedStateSQL, keys).Query(func(rows pgx.Rows) error {
+			var err error
+			kvs, err = scanLockedState(rows, &st)
+			return err
+		})
+		return c.SendBatch(ctx, b).Close()
+	})
+	return st, kvs, err
+}
+
+// CommitBatch sends the batch's writes and COMMIT as one pipeline. Its
+// error says whether the batch certainly did not commit (mvcc.ErrRolledBack):
+// the server refused the writes (it then skips the COMMIT queued behind
+// them), refused the COMMIT with an ERROR, or nothing was sent. Any other
+// failure, a connection lost after sending, leaves the outcome unknown.
+func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.BatchWrites) error {
+	return withPgx(conn, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		if w != nil {
+			b.Queue(writeBatchSQL, writeBatchArgs(w)...)
+		}
+		b.Queue("COMMIT")
+		br := c.SendBatch(ctx, b)
+		defer br.Close()
+		if w != nil {
+			if _, err := br.Exec(); err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+					return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+				}
+				return err
+			}
+		}
+		tag, err := br.Exec()
+		var pe *pgconn.PgError
+		switch {
+		case err == nil && tag.String() != "COMMIT":
+			// COMMIT in a failed transaction answers ROLLBACK.
+			return fmt.Errorf("%w: COMMIT answered %q", mvcc.ErrRolledBack, tag.String())
+		case err == nil:
+			// Committed: what follows its answer does not change that.
+			return nil
+		case errors.As(err, &pe) && pe.SeverityUnlocalized == "ERROR", pgconn.SafeToRetry(err):
+			// A FATAL error may end the session during a commit that has
+			// already reached the log: only an ERROR is a refusal.
+			return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+		}
+		return err
+	})
+}
+
+// withPgx runs f on the pgx connection beneath conn: pipelines have no
+// database/sql form.
+func withPgx(conn *sql.Conn, f func(*pgx.Conn) error) error {
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: the writer's connection is a %T, not pgx's", dc)
+		}
+		return f(c.Conn())
+	})
+}
+
+// rowScanner is database/sql's rows or pgx's.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanLockedState reads lockedStateSQL's rows: the floors into st, and
+// the current rows.
+func scanLockedState(rows rowScanner, st *mvcc.BatchStart) ([]*mvccpb.KeyValue, error) {
+	var kvs []*mvccpb.KeyValue
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		if err := rows.Scan(&kv.Key, &kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease); err != nil {
+			return nil, err
+		}
+		if kv.Key == nil {
+			st.Compact, st.LastUnixMs = kv.CreateRevision, kv.ModRevision
+			continue
+		}
+		kvs = append(kvs, kv)
+	}
+	return kvs, rows.Err()
+}
+
+// lockBatchSQL takes the batch lock and reads the committed revision.
+const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`
+
+// lockedStateSQL runs after lockBatchSQL, as a statement of its own: in
+// READ COMMITTED its snapshot is taken after the lock, so the floors and
+// rows it reads are what the previous batch (of any replica) committed.
+// The row with a NULL key carries meta.
+const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
+	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
+UNION ALL
+SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE key = ANY($1::bytea[])`
+
+// writeBatchSQL is a whole batch's writes as one statement: the log rows,
+// the final state of each changed current row, meta and the notification.
+// Its parts run on one snapshot and touch disjoint rows (a key is either
+// put or deleted), so their order does not matter. The text never changes,
+// so pgx prepares it once per connection.
+const writeBatchSQL = `WITH
+l AS (
+	INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms)
+	SELECT r, s, k, v, c, ver, ls, del, $1::bigint
+	FROM unnest($2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[], $9::smallint[])
+		AS t(r, s, k, v, c, ver, ls, del)
+),
+p AS (
+	INSERT INTO current (key, value, create_rev, mod_rev, version, lease)
+	SELECT * FROM unnest($10::bytea[], $11::bytea[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev,
+		mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease
+),
+d AS (
+	DELETE FROM current WHERE key = ANY($16::bytea[])
+),
+m AS (
+	UPDATE meta SET value = CASE name WHEN 'rev' THEN $17::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $18::bigint END
+	WHERE (name IN ('rev', 'last_unix_ms') AND $19::boolean) OR (name = 'compact' AND $20::boolean)
+)
+SELECT pg_notify('` + channel + `', $21::text) WHERE $21::text <> ''`
+
+// WriteBatch sends the batch in one round trip (see writeBatchSQL).
+func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
+	_, err := q.ExecContext(ctx, writeBatchSQL, writeBatchArgs(w)...)
+	return err
+}
+
+// writeBatchArgs are writeBatchSQL's parameters for w.
+func writeBatchArgs(w *mvcc.BatchWrites) []any {
+	n := len(w.Log)
+	rev, sub, create, version, lease := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, values := make([][]byte, n), make([][]byte, n)
+	deleted := make([]int16, n)
+	for i, r := range w.Log {
+		rev[i], sub[i], keys[i], values[i] = r.Rev, r.Sub, r.Key, r.Value
+		create[i], version[i], lease[i] = r.CreateRev, r.Version, r.Lease
+		if r.Deleted {
+			deleted[i] = 1
+		}
+	}
+	m := len(w.Put)
+	pk, pv := make([][]byte, m), make([][]byte, m)
+	pc, pm, pver, pl := make([]int64, m), make([]int64, m), make([]int64, m), make([]int64, m)
+	for i, kv := range w.Put {
+		pk[i], pv[i], pc[i], pm[i], pver[i], pl[i] = kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
+	}
+	del := w.Delete
+	if del == nil {
+		del = [][]byte{}
+	}
+	return []any{w.UnixMs,
+		rev, sub, keys, values, create, version, lease, deleted,
+		pk, pv, pc, pm, pver, pl,
+		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify}
+}
