@@ -3,6 +3,7 @@ package mvcc_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -176,10 +177,10 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 
 // While its LISTEN connection is down a replica polls, and misses nothing
 // another replica commits meanwhile: PostgreSQL ends the listener's
-// session, and the reconnected listener is held back from the tailer
-// (listenGate) while the other replica writes. With the poll made an hour
-// long, the writes must arrive when the listener is let through: the
-// reconnection reads what committed while nobody listened.
+// session, and its reconnection is kept waiting (blockListen) while the
+// other replica writes. With the poll made an hour long, the writes must
+// arrive once the listener is back: the reconnection reads what committed
+// while nobody listened.
 func TestReplicaListenDown(t *testing.T) {
 	t.Run("polls", func(t *testing.T) { testListenDown(t, true) })
 	t.Run("catches up on reconnection", func(t *testing.T) { testListenDown(t, false) })
@@ -193,7 +194,7 @@ func testListenDown(t *testing.T, polls bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dsn, admin := sharedDatabase(t, ctx)
+	dsn, _ := sharedDatabase(t, ctx)
 	a := openReplica(t, ctx, dialect(t, dsn), mvcc.Options{})
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -202,24 +203,29 @@ func testListenDown(t *testing.T, polls bool) {
 	q := u.Query()
 	q.Set("application_name", "qk_b")
 	u.RawQuery = q.Encode()
-	gate := &listenGate{Dialect: dialect(t, u.String())}
-	b := openReplica(t, ctx, gate, mvcc.Options{LeaseCheckInterval: time.Hour})
-	eventually(t, "b listens", b.TailListening)
+	b := openReplica(t, ctx, dialect(t, u.String()), mvcc.Options{LeaseCheckInterval: time.Hour})
+	eventually(t, "a and b listen", func() bool { return a.TailListening() && b.TailListening() })
 	start, _, _ := b.Published()
 
-	db, err := sql.Open("pgx", admin)
+	// Advisory locks are the database's: the lock is asked for there.
+	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	gate.hold()
+	unblock := blockListen(t, ctx, db)
+	defer unblock()
 	var ended bool
 	err = db.QueryRowContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'qk_b-listen'`, strings.TrimPrefix(u.Path, "/")).Scan(&ended)
 	if err != nil || !ended {
 		t.Fatalf("end b's LISTEN session: %v, %v", ended, err)
 	}
 	eventually(t, "b knows its LISTEN connection is lost", func() bool { return !b.TailListening() })
-	eventually(t, "b's listener is back and held", gate.holding)
+	eventually(t, "b's listener waits to reconnect", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qk_b-listen' AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n == 1
+	})
 
 	var revs []int64
 	for i := range 3 {
@@ -236,10 +242,10 @@ func testListenDown(t *testing.T, polls bool) {
 	if polls {
 		eventually(t, "b follows a's writes and lease by polling", seen)
 		if b.TailListening() {
-			t.Fatal("b's tailer listened while the gate held its connection")
+			t.Fatal("b's tailer listened while its reconnection was blocked")
 		}
 	}
-	gate.release()
+	unblock()
 	eventually(t, "b listens again", b.TailListening)
 	eventually(t, "b follows a's writes and lease", seen)
 	evs, err := b.Events(ctx, start+1, revs[2], mvcc.KeyRange{Key: []byte{}, Unbounded: true})
@@ -257,53 +263,47 @@ func testListenDown(t *testing.T, polls bool) {
 	eventually(t, "b follows a's write after the reconnection", func() bool { got, _, _ := b.Published(); return got >= after })
 }
 
-// listenGate is the PostgreSQL dialect with a hand on its LISTEN
-// connection: while held, a connection that comes up is not reported to
-// the tailer (nor, behind it, its notifications) until released.
-type listenGate struct {
-	*postgres.Dialect
-	mu      sync.Mutex
-	open    chan struct{} // closed by release; nil when not held
-	waiting bool
-}
+// serveLockID is the advisory lock every QuantyKube listener holds shared
+// from before it listens (pkg/drivers/postgres).
+const serveLockID = 0x5175616e747953
 
-func (g *listenGate) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.open = make(chan struct{})
-}
-
-func (g *listenGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	close(g.open)
-	g.open = nil
-}
-
-// holding is whether a connection that came up waits at the gate.
-func (g *listenGate) holding() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.waiting
-}
-
-func (g *listenGate) Listen(ctx context.Context, up func(bool), wake func(string)) {
-	g.Dialect.Listen(ctx, func(connected bool) {
-		g.mu.Lock()
-		open := g.open
-		g.waiting = connected && open != nil
-		g.mu.Unlock()
-		if g.waiting {
-			select {
-			case <-open:
-			case <-ctx.Done():
-			}
-			g.mu.Lock()
-			g.waiting = false
-			g.mu.Unlock()
-		}
-		up(connected)
-	}, wake)
+// blockListen asks for serveLockID exclusively on a session of db and
+// leaves the request waiting (the listeners connected hold the lock
+// shared): PostgreSQL queues every later request that conflicts with a
+// waiting one, so a listener that reconnects waits, not listening, until
+// unblock withdraws the request. unblock may be called more than once.
+func blockListen(t *testing.T, ctx context.Context, db *sql.DB) (unblock func()) {
+	t.Helper()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.ExecContext(lctx, `SELECT pg_advisory_lock($1)`, int64(serveLockID))
+		done <- err
+	}()
+	var once sync.Once
+	unblock = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			// Whatever became of the request, the session's end takes it.
+			conn.Raw(func(c any) error { return driver.ErrBadConn })
+			conn.Close()
+		})
+	}
+	eventually(t, "the exclusive request waits", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted`, pid).Scan(&n)
+		return err == nil && n == 1
+	})
+	return unblock
 }
 
 // sharedDatabase is a new database on the test PostgreSQL server, and the
