@@ -32,9 +32,9 @@ func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dsn, _ := sharedDatabase(t, ctx)
-	clock := newTestClock()
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	open := func() *mvcc.Store {
-		return openReplica(t, ctx, dialect(t, dsn), mvcc.Options{Now: clock.now, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
+		return openReplica(t, ctx, dialect(t, dsn), mvcc.Options{Now: clock.Now, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
 	}
 	a, b := open(), open()
 	put := func(i int) int64 {
@@ -59,7 +59,7 @@ func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	var rev int64
 	for i := range 20 {
 		rev = put(i)
-		clock.advance(10 * time.Second)
+		clock.Advance(10 * time.Second)
 	}
 	if n, err := a.Prune(ctx); err != nil || n == 0 {
 		release()
@@ -99,8 +99,8 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dsn, _ := sharedDatabase(t, ctx)
-	clock := newTestClock()
-	opts := mvcc.Options{Now: clock.now, Retain: mvcc.MinRetain, PruneInterval: time.Hour}
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	opts := mvcc.Options{Now: clock.Now, Retain: mvcc.MinRetain, PruneInterval: time.Hour}
 	a := openReplica(t, ctx, dialect(t, dsn), opts)
 	// b leaves expiry to a: it must learn of it.
 	opts.LeaseCheckInterval = time.Hour
@@ -122,7 +122,7 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 	eventually(t, "b knows the lease a granted", func() bool { return knows(l.ID) })
 	// b's clock passes the lease's deadline; a renews it (the database's
 	// clock decides that it has not expired): b learns the new deadline.
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	if info, err := b.TimeToLive(ctx, l.ID, false); err != nil || info.TTL != 0 {
 		t.Fatalf("b's lease after its deadline: %+v, %v", info, err)
 	}
@@ -147,7 +147,7 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 	attached := putKey(t, ctx, a, "/n/leased", "x", short.ID)
 	follows("the leased key", attached)
 	eventually(t, "b knows the short lease", func() bool { return knows(short.ID) })
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	eventually(t, "b forgets the lease a expired", func() bool { return !knows(short.ID) })
 	follows("the expiry", attached+1)
 	if r, err := b.Range(ctx, &pb.RangeRequest{Key: []byte("/n/leased")}); err != nil || len(r.Kvs) != 0 {
@@ -163,7 +163,7 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 
 	// Retention: everything so far is older than the window once the
 	// clock moves; a prunes and raises its floor.
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	follows("a's write after the window", putKey(t, ctx, a, "/n/a", "3", 0))
 	if _, err := a.Prune(ctx); err != nil {
 		t.Fatal(err)
@@ -365,24 +365,4 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not after 15 s", what)
 		}
 	}
-}
-
-// testClock is a store clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
