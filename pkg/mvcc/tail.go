@@ -20,11 +20,11 @@ import (
 // Every change another replica makes to what the tailer follows sends a
 // notification in its transaction (a batch's revisions, Compact's floor,
 // lease grants, revocations, expiries and renewals, retention floors), and
-// PostgreSQL delivers each committed notification to every connected
-// listener. So while the LISTEN connection is up the tailer reads the
-// database only when told to, and a store at rest sends no query; while it
-// is down the tailer polls, and when it is back reads everything once
-// (what committed while nobody listened).
+// PostgreSQL delivers each committed notification to every session
+// listening when it commits. So while the LISTEN connection is up the
+// tailer reads the database only when told to, and sends no query while
+// the replicas rest; while it is down the tailer polls, and when it is
+// back reads everything once (what committed while nobody listened).
 type tailer struct {
 	s         *Store
 	sh        Shared
