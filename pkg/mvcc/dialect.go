@@ -64,8 +64,9 @@ type Checkpointer interface {
 //     statement, pipelined with the COMMIT, which also wakes the other
 //     replicas: a batch that reads nothing else costs two round trips;
 //   - a tailer goroutine feeds the Hub from the log table in revision order,
-//     woken by Listen and by a slow poll, and follows the compact floor and
-//     the lease table (tail.go);
+//     woken by Listen, and follows the compact floor, the retention floors
+//     and the lease table (tail.go): every change of them notifies, so the
+//     tailer polls only while its LISTEN connection is down;
 //   - lease renewals and expiry go through the database, so they agree
 //     across replicas.
 //
@@ -97,14 +98,20 @@ type Shared interface {
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
 	Notify(ctx context.Context, ex Execer, payload string) error
-	// Listen calls wake for every notification (and once after every
-	// (re)connection) until ctx ends, reconnecting with backoff.
-	Listen(ctx context.Context, wake func(payload string))
+	// Listen follows the notifications on a connection of its own until
+	// ctx ends, reconnecting with backoff: up(true) once a connection
+	// listens, wake for every notification it delivers, up(false) once it
+	// is lost. While a connection listens, every notification of every
+	// transaction committed since reaches wake; what committed before, or
+	// while none listened, was missed.
+	Listen(ctx context.Context, up func(bool), wake func(payload string))
 	// Leases reads every lease with the milliseconds it has left.
 	Leases(ctx context.Context, db *sql.DB) ([]LeaseRow, error)
-	// RenewLease restarts a lease's TTL in the database; ok is false when
-	// the lease does not exist or has already expired.
-	RenewLease(ctx context.Context, db *sql.DB, id int64) (ttl int64, ok bool, err error)
+	// RenewLease restarts a lease's TTL in the database and sends notify
+	// to the other replicas in the same transaction; ok is false (and
+	// nothing is sent) when the lease does not exist or has already
+	// expired.
+	RenewLease(ctx context.Context, db *sql.DB, id int64, notify string) (ttl int64, ok bool, err error)
 	// LeaseExpired locks the lease's row inside the writer's transaction and
 	// reports whether it exists and its deadline has passed.
 	LeaseExpired(ctx context.Context, q Querier, id int64) (bool, error)

@@ -1,6 +1,9 @@
 package mvcc
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Test hooks: the live index's state, and the one failure tests cannot
 // cause (a commit whose outcome is unknown). Call them between writes: the
@@ -61,3 +64,17 @@ func (s *Store) HoldTailer() (release func()) {
 	s.tail.mu.Lock()
 	return s.tail.mu.Unlock
 }
+
+// SetTailPoll sets how often the tailers of the stores opened from now on
+// poll while their LISTEN connection is down (and wait to retry a failed
+// read). Call restore once those stores are closed (register it with
+// t.Cleanup before opening them).
+func SetTailPoll(d time.Duration) (restore func()) {
+	old := tailPoll
+	tailPoll = d
+	return func() { tailPoll = old }
+}
+
+// TailListening is whether a replica's tailer knows its LISTEN connection
+// to be up.
+func (s *Store) TailListening() bool { return s.tail.listening.Load() }

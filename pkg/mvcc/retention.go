@@ -89,7 +89,9 @@ func (s *Store) initRules(ctx context.Context) error {
 // syncFloors raises the in-memory floors to the ones in the database. On a
 // shared database another replica may have pruned: without this, History
 // here would keep answering for revisions whose rows are gone, until this
-// replica pruned too. Floors only rise, so a stale read is harmless.
+// replica pruned too. The tailer calls it when the pruning replica's
+// notification arrives (pruneBatch). Floors only rise, so a stale read is
+// harmless.
 func (s *Store) syncFloors(ctx context.Context) error {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT prefix, floor, floor_unix_ms FROM retention`)
 	if err != nil {
@@ -218,8 +220,8 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 		return 0, false, err
 	}
 	defer tx.Rollback()
-	var cursor int64
-	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT cursor FROM retention WHERE prefix = ?`), ruleKey(r)).Scan(&cursor)
+	var cursor, was int64
+	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT cursor, floor FROM retention WHERE prefix = ?`), ruleKey(r)).Scan(&cursor, &was)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO retention (prefix, floor, floor_unix_ms, cursor) VALUES (?, 0, 0, 0)`), ruleKey(r)); err != nil {
 			return 0, false, err
@@ -274,6 +276,13 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	}
 	if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`), f.Rev, f.Rev); err != nil {
 		return 0, false, err
+	}
+	if s.tail != nil && f.Rev > was {
+		// The other replicas' floors follow this notification only
+		// (tail.go); it is sent at commit.
+		if err := s.tail.sh.Notify(ctx, tx, s.tail.instance+notifyFloor); err != nil {
+			return 0, false, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, err

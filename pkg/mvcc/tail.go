@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,21 +16,40 @@ import (
 // change of the in-memory lease table, whether it comes from this
 // replica's writer (published) or from the database (catchUp, syncLeases);
 // the floors are raised without it (storeMax only moves them up).
+//
+// Every change another replica makes to what the tailer follows sends a
+// notification in its transaction (a batch's revisions, Compact's floor,
+// lease grants, revocations, expiries and renewals, retention floors), and
+// PostgreSQL delivers each committed notification to every session
+// listening when it commits. So while the LISTEN connection is up the
+// tailer reads the database only when told to, and sends no query while
+// the replicas rest; while it is down the tailer polls, and when it is
+// back reads everything once (what committed while nobody listened).
 type tailer struct {
-	s        *Store
-	sh       Shared
-	instance string // prefixes this replica's notifications
-	mu       sync.Mutex
-	wake     chan struct{}
-	leasesCh chan struct{}
-	stop     context.CancelFunc
-	done     chan struct{}
+	s         *Store
+	sh        Shared
+	instance  string // prefixes this replica's notifications
+	mu        sync.Mutex
+	pending   atomic.Uint32 // what to read from the database next (read*)
+	listening atomic.Bool
+	wake      chan struct{}
+	stop      context.CancelFunc
+	done      chan struct{}
 }
 
 // Notification payloads: the sender's instance ID, then what changed.
 const (
 	notifyRev   = "r" // new revisions (or a new compact floor)
-	notifyLease = "l" // a lease was granted, revoked or renewed
+	notifyLease = "l" // a lease was granted, revoked, expired or renewed
+	notifyFloor = "f" // retention raised a floor (retention.go)
+)
+
+// What the tailer reads from the database.
+const (
+	readLog    uint32 = 1 << iota // the revision, Compact's floor, the log up to them
+	readLeases                    // the lease table
+	readFloors                    // the retention floors
+	readAll    = readLog | readLeases | readFloors
 )
 
 // tailMetaSQL reads the committed revision and Compact's floor.
@@ -38,15 +58,17 @@ const tailMetaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT
 // tailStep bounds how many revisions one read of the log brings in.
 const tailStep = 1000
 
-// tailPoll is the safety net when a notification is lost; it also reads
-// the floors another replica's pruning raised, which sends none.
-const tailPoll = time.Second
+// tailPoll is how often the tailer reads everything while its LISTEN
+// connection is down, and how long it waits to retry a failed read. A
+// variable only for the tests, which make it long to show that what they
+// check arrives by notification.
+var tailPoll = time.Second
 
 func newTailer(s *Store, sh Shared) *tailer {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &tailer{s: s, sh: sh, instance: hex.EncodeToString(b[:]),
-		wake: make(chan struct{}, 1), leasesCh: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func poke(ch chan struct{}) {
@@ -56,21 +78,19 @@ func poke(ch chan struct{}) {
 	}
 }
 
+// need asks the tailer to read what from the database.
+func (t *tailer) need(what uint32) {
+	t.pending.Or(what)
+	poke(t.wake)
+}
+
 func (t *tailer) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.stop = cancel
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		t.sh.Listen(ctx, func(payload string) {
-			if len(payload) > len(t.instance) && payload[:len(t.instance)] == t.instance {
-				return // our own commit: already published by the writer
-			}
-			if len(payload) == 0 || payload[len(payload)-1:] != notifyRev {
-				poke(t.leasesCh)
-			}
-			poke(t.wake)
-		})
+		t.sh.Listen(ctx, t.connected, t.notified)
 	}()
 	go func() {
 		defer close(t.done)
@@ -79,43 +99,98 @@ func (t *tailer) start() {
 	}()
 }
 
+// connected follows the LISTEN connection. Either way everything is read
+// once: on the way up what committed while nobody listened, on the way
+// down what the lost connection had not delivered yet.
+func (t *tailer) connected(up bool) {
+	t.listening.Store(up)
+	t.need(readAll)
+}
+
+func (t *tailer) notified(payload string) {
+	if len(payload) > len(t.instance) && payload[:len(t.instance)] == t.instance {
+		return // our own commit: already published by the writer
+	}
+	what := readAll
+	if len(payload) > 0 {
+		switch payload[len(payload)-1:] {
+		case notifyRev:
+			what = readLog
+		case notifyLease:
+			// An expiry or revocation takes a revision too.
+			what = readLog | readLeases
+		case notifyFloor:
+			what = readFloors
+		}
+	}
+	t.need(what)
+}
+
 func (t *tailer) close() {
 	t.stop()
 	<-t.done
 }
 
 func (t *tailer) run(ctx context.Context) {
-	tick := time.NewTicker(tailPoll)
-	defer tick.Stop()
+	// Until the LISTEN connection is up, the tailer polls.
+	poll := time.NewTicker(tailPoll)
+	defer poll.Stop()
+	polling := true
+	retry := time.NewTimer(tailPoll)
+	retry.Stop()
+	defer retry.Stop()
 	var lastErr time.Time
 	for {
-		leases, polled := false, false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.wake:
-		case <-t.leasesCh:
-			leases = true
-		case <-tick.C:
-			leases, polled = true, true
+		case <-poll.C:
+			t.pending.Or(readAll)
+		case <-retry.C:
 		}
-		select {
-		case <-t.leasesCh:
-			leases = true
-		default:
+		if up := t.listening.Load(); up == polling {
+			polling = !up
+			if up {
+				poll.Stop()
+			} else {
+				poll.Reset(tailPoll)
+			}
 		}
-		err := t.catchUp(ctx)
-		if err == nil && leases {
-			err = t.syncLeases(ctx)
+		what := t.pending.Swap(0)
+		if what == 0 {
+			continue
 		}
-		if err == nil && polled {
-			err = t.s.syncFloors(ctx)
+		err := t.read(ctx, what)
+		if err == nil || ctx.Err() != nil {
+			continue
 		}
-		if err != nil && ctx.Err() == nil && time.Since(lastErr) > 5*time.Second {
+		// No notification may come to retry it: try again after a while.
+		t.pending.Or(what)
+		retry.Reset(tailPoll)
+		if time.Since(lastErr) > 5*time.Second {
 			lastErr = time.Now()
 			t.s.log.Warn("following the database failed; retrying", "err", err)
 		}
 	}
+}
+
+// read brings in from the database what the read* bits of what name.
+func (t *tailer) read(ctx context.Context, what uint32) error {
+	if what&readLog != 0 {
+		if err := t.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+	if what&readLeases != 0 {
+		if err := t.syncLeases(ctx); err != nil {
+			return err
+		}
+	}
+	if what&readFloors != 0 {
+		return t.s.syncFloors(ctx)
+	}
+	return nil
 }
 
 // catchUp publishes every committed revision the Hub lacks, in order.
@@ -192,7 +267,7 @@ func (t *tailer) published(c *committed) {
 		if err := t.catchUpLocked(context.Background()); err != nil {
 			// The tailer will publish it once the database answers.
 			t.s.log.Warn("reading back a committed batch failed; the tailer will retry", "err", err)
-			poke(t.wake)
+			t.need(readLog)
 		}
 	}
 }
@@ -224,17 +299,10 @@ func storeMax(v interface {
 	}
 }
 
-// renew restarts a lease's TTL in the database, and wakes the other
-// replicas so that they learn the new deadline before their next poll.
+// renew restarts a lease's TTL in the database, and tells the other
+// replicas the new deadline in the same transaction.
 func (t *tailer) renew(ctx context.Context, id int64) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ttl, ok, err := t.sh.RenewLease(ctx, t.s.rdb, id)
-	if err != nil || !ok {
-		return ttl, ok, err
-	}
-	if err := t.sh.Notify(ctx, t.s.rdb, t.instance+notifyLease); err != nil {
-		t.s.log.Debug("lease renewal notification failed", "err", err)
-	}
-	return ttl, true, nil
+	return t.sh.RenewLease(ctx, t.s.rdb, id, t.instance+notifyLease)
 }

@@ -250,10 +250,10 @@ func (d *Dialect) Notify(ctx context.Context, ex mvcc.Execer, payload string) er
 
 // Listen holds one dedicated connection in LISTEN; it reconnects with
 // backoff (100 ms doubling to 5 s) while the database is away.
-func (d *Dialect) Listen(ctx context.Context, wake func(payload string)) {
+func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload string)) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if d.listenOnce(ctx, wake) {
+		if d.listenOnce(ctx, up, wake) {
 			backoff = 100 * time.Millisecond
 		}
 		select {
@@ -266,7 +266,7 @@ func (d *Dialect) Listen(ctx context.Context, wake func(payload string)) {
 }
 
 // listenOnce reports whether it got as far as listening.
-func (d *Dialect) listenOnce(ctx context.Context, wake func(string)) bool {
+func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(string)) bool {
 	cfg := d.cfg.Copy()
 	cfg.RuntimeParams["application_name"] += "-listen"
 	delete(cfg.RuntimeParams, "statement_timeout")
@@ -287,8 +287,10 @@ func (d *Dialect) listenOnce(ctx context.Context, wake func(string)) bool {
 	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
 		return false
 	}
-	// Anything committed while we were not listening is caught up now.
-	wake("")
+	// From here every committed notification arrives on conn, until an
+	// error ends it: a lost connection, or the server ending the session.
+	up(true)
+	defer up(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -315,7 +317,7 @@ func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, erro
 	return out, rows.Err()
 }
 
-func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64) (int64, bool, error) {
+func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify string) (int64, bool, error) {
 	// READ COMMITTED: a renewal racing an expiry waits for it and then
 	// finds the lease gone, instead of failing to serialize.
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -330,6 +332,15 @@ func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64) (int64, 
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	// Sent at commit, or not at all: the other replicas follow leases by
+	// their notifications only, and one that missed a renewal would report
+	// the old deadline and, from it on, try to expire the lease at every
+	// lease check (each a write batch that finds it renewed).
+	if notify != "" {
+		if err := d.Notify(ctx, tx, notify); err != nil {
+			return 0, false, err
+		}
 	}
 	return ttl, true, tx.Commit()
 }
