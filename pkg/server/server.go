@@ -8,6 +8,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -94,8 +95,19 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(s.sizeInterceptor),
 		// Big Range answers sent without a copy of their values (codec.go).
 		grpc.ForceServerCodecV2(newCodec()),
+		// A request on a goroutine of its own grows that goroutine's stack
+		// (a copy each time it doubles) for every request; a worker's stack
+		// stays grown. A long stream (a watch) keeps its worker, and a
+		// request that finds every worker busy gets a goroutine of its own
+		// as before.
+		grpc.NumStreamWorkers(uint32(streamWorkers())),
 	}
 }
+
+// streamWorkers is how many goroutines serve streams for the whole server:
+// enough for the requests that run at once on GOMAXPROCS threads, and for
+// the watch streams that hold theirs for their lifetime.
+func streamWorkers() int { return 64 + 8*runtime.GOMAXPROCS(0) }
 
 // sizeInterceptor bounds the requests of QuantyKube's own services
 // (History) by their size. The etcd services bound theirs as etcd does,

@@ -2,10 +2,19 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -60,5 +69,46 @@ func TestReadOnly(t *testing.T) {
 		if got := readOnly(tc.r); got != tc.want {
 			t.Errorf("%s: readOnly %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRequestsReuseGoroutines checks that the server's options run unary
+// requests on the stream workers: sequential requests land on at most
+// streamWorkers() goroutines, where a goroutine per request would use one
+// each (and grow a fresh stack each time).
+func TestRequestsReuseGoroutines(t *testing.T) {
+	s := New(Config{Backend: &fakeBackend{}})
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		buf := make([]byte, 64)
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+		mu.Lock()
+		seen[id] = true
+		mu.Unlock()
+		return handler(ctx, req)
+	}
+	g := grpc.NewServer(append(s.GRPCOptions(), grpc.ChainUnaryInterceptor(record))...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	defer g.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	calls := 2*streamWorkers() + 1
+	for i := 0; i < calls; i++ {
+		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if len(seen) > streamWorkers() {
+		t.Fatalf("%d sequential requests ran on %d goroutines, want at most %d (the stream workers)", calls, len(seen), streamWorkers())
 	}
 }

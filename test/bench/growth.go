@@ -84,9 +84,21 @@ func historyGets(ctx context.Context, cs []*clientv3.Client, clients int, cfg co
 // historyLogs times quantykube.History's Log of the hot key, one page of up
 // to 1,000 entries, on clients clients; entries is the last page's size.
 func historyLogs(ctx context.Context, cs []*clientv3.Client, clients int, cfg config) (opStats, int) {
+	return historyLogsOf(ctx, cs, clients, cfg, func() string { return growthHot })
+}
+
+// historyObjLogs times the Log of a growth object drawn at random, each
+// read for the first time or nearly: the hot key's Log, read again and
+// again, finds its own rows in whatever cache holds them, where a user's
+// Log of some object does not.
+func historyObjLogs(ctx context.Context, cs []*clientv3.Client, clients int, cfg config) (opStats, int) {
+	return historyLogsOf(ctx, cs, clients, cfg, func() string { return growthObj(rand.IntN(growthObjects)) })
+}
+
+func historyLogsOf(ctx context.Context, cs []*clientv3.Client, clients int, cfg config, key func() string) (opStats, int) {
 	var got atomic.Int64
 	st := drive(ctx, cs, clients, 50*clients, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, _ int) error {
-		resp, err := historypb.NewHistoryClient(c.ActiveConnection()).Log(ctx, &historypb.Request{Key: []byte(growthHot), Limit: 1000})
+		resp, err := historypb.NewHistoryClient(c.ActiveConnection()).Log(ctx, &historypb.Request{Key: []byte(key()), Limit: 1000})
 		if err == nil {
 			got.Store(int64(len(resp.Entries)))
 		}
@@ -317,13 +329,14 @@ func prepareHistoryData(ctx context.Context, bin, cacheDir string, cfg config, r
 
 // historyRow is one binary's History latencies at one client count.
 type historyRow struct {
-	clients  int
-	get, log opStats
-	entries  int
-	// getCPU and logCPU are the server's CPU time per request, the least
-	// of the rounds: unlike latency, little moved by other work on the
-	// machine.
-	getCPU, logCPU time.Duration
+	clients          int
+	get, log, objLog opStats
+	// entries and objEntries are the last Log page's length.
+	entries, objEntries int
+	// getCPU, logCPU and objLogCPU are the server's CPU time per request,
+	// the least of the rounds: unlike latency, little moved by other work
+	// on the machine.
+	getCPU, logCPU, objLogCPU time.Duration
 }
 
 // serverCPU runs f and returns its result with the server's CPU time per
@@ -368,13 +381,18 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 			for i, n := range levels {
 				cs := srv.conns[:n]
 				get, getCPU := serverCPU(srv.pid, func() opStats { return historyGets(ctx, cs, n, cfg, hf.FromMs, hf.ToMs) })
-				var entries int
+				var entries, objEntries int
 				log, logCPU := serverCPU(srv.pid, func() opStats {
 					var st opStats
 					st, entries = historyLogs(ctx, cs, n, cfg)
 					return st
 				})
-				for _, s := range []opStats{get, log} {
+				objLog, objLogCPU := serverCPU(srv.pid, func() opStats {
+					var st opStats
+					st, objEntries = historyObjLogs(ctx, cs, n, cfg)
+					return st
+				})
+				for _, s := range []opStats{get, log, objLog} {
 					if s.errs > 0 {
 						srv.stop()
 						return fmt.Errorf("history %s: %d errors: %s", name, s.errs, s.firstErr)
@@ -384,28 +402,30 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 					rows = append(rows, historyRow{clients: n})
 				}
 				r := &rows[i]
-				r.get, r.log, r.entries = betterP99(r.get, get), betterP99(r.log, log), entries
-				r.getCPU, r.logCPU = leastCPU(r.getCPU, getCPU), leastCPU(r.logCPU, logCPU)
+				r.get, r.log, r.objLog = betterP99(r.get, get), betterP99(r.log, log), betterP99(r.objLog, objLog)
+				r.entries, r.objEntries = entries, objEntries
+				r.getCPU, r.logCPU, r.objLogCPU = leastCPU(r.getCPU, getCPU), leastCPU(r.logCPU, logCPU), leastCPU(r.objLogCPU, objLogCPU)
 			}
 			results[name] = rows
 			srv.stop()
 		}
 	}
 	fmt.Printf("\n### History at %d retained revisions (SQLite), %d-byte values, better p99 of %d, load %s\n\n", hf.Revisions, cfg.valueSize, rounds, loadAvg())
-	fmt.Println("| binary | clients | Get at a time p50 / p99 | server CPU per Get | Log of one key p50 / p99 (entries) | server CPU per Log |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| binary | clients | Get at a time p50 / p99 | server CPU per Get | Log of one key p50 / p99 (entries) | server CPU per Log | Log of a random object p50 / p99 (entries) | server CPU per Log |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	ps := func(s opStats) string { return fmtSec(s.p50().Seconds()) + " / " + fmtSec(s.p99().Seconds()) }
 	for _, name := range names {
 		for _, r := range results[name] {
-			fmt.Printf("| %s | %d | %s | %s | %s (%d) | %s |\n", name, r.clients, ps(r.get), fmtSec(r.getCPU.Seconds()), ps(r.log), r.entries, fmtSec(r.logCPU.Seconds()))
+			fmt.Printf("| %s | %d | %s | %s | %s (%d) | %s | %s (%d) | %s |\n", name, r.clients, ps(r.get), fmtSec(r.getCPU.Seconds()), ps(r.log), r.entries, fmtSec(r.logCPU.Seconds()),
+				ps(r.objLog), r.objEntries, fmtSec(r.objLogCPU.Seconds()))
 		}
 	}
 	if len(names) == 2 {
 		a, b := results[names[1]], results[names[0]]
 		for i := range a {
-			fmt.Printf("\n%d clients, %s vs %s: p99 Get %.2fx, Log %.2fx; server CPU per Get %.2fx, per Log %.2fx (above 1x %s is better)", a[i].clients, names[0], names[1],
-				a[i].get.p99().Seconds()/b[i].get.p99().Seconds(), a[i].log.p99().Seconds()/b[i].log.p99().Seconds(),
-				a[i].getCPU.Seconds()/b[i].getCPU.Seconds(), a[i].logCPU.Seconds()/b[i].logCPU.Seconds(), names[0])
+			fmt.Printf("\n%d clients, %s vs %s: p99 Get %.2fx, Log %.2fx, random object's Log %.2fx; server CPU per Get %.2fx, per Log %.2fx, per random object's Log %.2fx (above 1x %s is better)", a[i].clients, names[0], names[1],
+				a[i].get.p99().Seconds()/b[i].get.p99().Seconds(), a[i].log.p99().Seconds()/b[i].log.p99().Seconds(), a[i].objLog.p99().Seconds()/b[i].objLog.p99().Seconds(),
+				a[i].getCPU.Seconds()/b[i].getCPU.Seconds(), a[i].logCPU.Seconds()/b[i].logCPU.Seconds(), a[i].objLogCPU.Seconds()/b[i].objLogCPU.Seconds(), names[0])
 		}
 		fmt.Println()
 	}

@@ -283,7 +283,7 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 	if err != nil {
 		return &roundResult{err: err}
 	}
-	var hooks phaseHooks
+	hooks := phaseHooks{serverPID: srv.pid}
 	if t.profiled {
 		hooks.start = func(name string) {
 			if err := profileControl(t.control, "/start?name="+name); err != nil {

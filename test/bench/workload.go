@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,14 @@ func pct(lat []time.Duration, p float64) time.Duration {
 	return lat[min(max(i, 0), len(lat)-1)]
 }
 
+// perOp formats a phase's CPU time per request ("-" when unknown).
+func perOp(cpu time.Duration, ops int, known bool) string {
+	if !known || ops == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(cpu.Microseconds())/float64(ops))
+}
+
 func (s opStats) p50() time.Duration { return pct(s.lat, 0.50) }
 func (s opStats) p99() time.Duration { return pct(s.lat, 0.99) }
 
@@ -77,6 +86,20 @@ type roundResult struct {
 type phaseHooks struct {
 	start func(name string)
 	stop  func(name string)
+	// serverPID, when set, is the server whose CPU time each phase reports
+	// per request, beside the harness's own: on a machine the clients
+	// share with the server, the two together bound the rate.
+	serverPID int
+}
+
+// phaseCPU reads the CPU time the server and the harness have used so far
+// (zero for a process it cannot read).
+func (h phaseHooks) phaseCPU() (server, harness time.Duration) {
+	if h.serverPID > 0 {
+		server, _ = cpuTime(h.serverPID)
+	}
+	harness, _ = cpuTime(os.Getpid())
+	return server, harness
 }
 
 // drive runs fn for i in [0, n) on `workers` goroutines sharing conns,
@@ -323,11 +346,14 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 		if hooks.start != nil {
 			hooks.start(label)
 		}
+		srv0, self0 := hooks.phaseCPU()
 		st := f()
+		srv1, self1 := hooks.phaseCPU()
 		if hooks.stop != nil {
 			hooks.stop(label)
 		}
-		logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond), st.errs, st.firstErr)
+		logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v CPU per op: server %s harness %s, errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond),
+			perOp(srv1-srv0, st.ops, hooks.serverPID > 0), perOp(self1-self0, st.ops, true), st.errs, st.firstErr)
 		return st
 	}
 

@@ -66,6 +66,23 @@ func (d *Dialect) dsn(extra ...string) string {
 	return "file:" + d.Path + "?" + q.Encode()
 }
 
+// The readers' page caches. A History read of one key reaches rows spread
+// over the whole log table, each through the interior pages of the table's
+// b-tree and of an index. SQLite's cache is LRU and a Log reads each leaf
+// once, so the interior pages survive from one request to the next only in
+// a cache that holds them besides one Log page's leaves; SQLite's default
+// is smaller than those interior pages alone at a million revisions of
+// 1 KiB values. A cache fills only as pages are read (a small database
+// never fills it), and there is one per reader connection: readersCacheKiB
+// is shared among them, each keeping at least SQLite's default.
+const (
+	readersCacheKiB = 32 << 10
+	defaultCacheKiB = 2000
+)
+
+// readerCacheKiB is the page cache of each of n reader connections.
+func readerCacheKiB(n int) int { return max(defaultCacheKiB, readersCacheKiB/max(n, 1)) }
+
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
 	if dir := filepath.Dir(d.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -99,13 +116,17 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		d.Close()
 		return nil, nil, fmt.Errorf("sqlite: open %s: %w", d.Path, err)
 	}
-	reader, err = sql.Open("sqlite", d.dsn("query_only(1)"))
+	readers := d.opts.Pool.MaxOpen
+	if readers <= 0 {
+		readers = max(4, 2*runtime.GOMAXPROCS(0))
+	}
+	reader, err = sql.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB(readers))))
 	if err != nil {
 		writer.Close()
 		d.Close()
 		return nil, nil, err
 	}
-	d.opts.Pool.Apply(reader, max(4, 2*runtime.GOMAXPROCS(0)))
+	d.opts.Pool.Apply(reader, readers)
 	return writer, reader, nil
 }
 
