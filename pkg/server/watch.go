@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sort"
 	"time"
 
@@ -88,7 +89,7 @@ func (st *watchStream) run(ctx context.Context, recvErr <-chan error) error {
 		if closed {
 			return rpctypes.ErrGRPCStopped
 		}
-		behind, err := st.deliver(ctx, rev)
+		behind, err := st.deliverInTurn(ctx, rev)
 		if err != nil {
 			return err
 		}
@@ -242,6 +243,76 @@ func (st *watchStream) newWatcher(cr *pb.WatchCreateRequest, rev int64) (*watche
 		st.nextID++
 	}
 	return w, ""
+}
+
+// turns bounds how many watch streams deliver at once, so that fan-out
+// leaves a P to the requests. Delivering to many watchers is CPU work that
+// rarely blocks, and the Go runtime looks for network input only when a P
+// runs out of work (or from its monitor, every 10 ms): with every P busy
+// delivering, a write waits that long at each step between its request and
+// its answer, and the next write is sent only after the deliveries of the
+// last one, at the fan-out's pace. With a P left free, writes are answered
+// while their events wait, and a stream that fell behind sends each of its
+// watchers the revisions it missed in one response (deliver), which costs
+// less per event than a response per revision.
+type turns struct {
+	slots chan struct{}
+	// wait bounds the wait for a turn: a stream whose client stops reading
+	// blocks in Send holding its turn, and must slow the other streams'
+	// deliveries, not stop them.
+	wait time.Duration
+}
+
+// turnWait is how long a stream waits for a turn before it delivers anyway.
+const turnWait = 100 * time.Millisecond
+
+// newTurns lets GOMAXPROCS-1 streams deliver at once (one on a single P).
+func newTurns(wait time.Duration) *turns {
+	return &turns{slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)), wait: wait}
+}
+
+// take waits for a turn, at most t.wait or until ctx ends, and reports
+// whether it got one, which the caller gives back with give.
+func (t *turns) take(ctx context.Context) bool {
+	select {
+	case t.slots <- struct{}{}:
+		return true
+	default:
+	}
+	timer := time.NewTimer(t.wait)
+	defer timer.Stop()
+	select {
+	case t.slots <- struct{}{}:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (t *turns) give() { <-t.slots }
+
+// deliverInTurn is deliver in one of the server's delivery turns, taken
+// only when some watcher has events to be sent.
+func (st *watchStream) deliverInTurn(ctx context.Context, rev int64) (bool, error) {
+	if !st.pending(rev) {
+		return false, nil
+	}
+	if st.s.turns.take(ctx) {
+		defer st.s.turns.give()
+	}
+	return st.deliver(ctx, rev)
+}
+
+// pending reports whether a watcher on the stream has not been sent
+// everything up to rev.
+func (st *watchStream) pending(rev int64) bool {
+	for _, w := range st.watchers {
+		if w.next <= rev {
+			return true
+		}
+	}
+	return false
 }
 
 // deliver sends each watcher one step of the events it has not seen, up to
