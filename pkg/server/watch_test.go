@@ -434,7 +434,7 @@ func (g *gatedStream) Send(*pb.WatchResponse) error {
 
 // TestDeliverInTurn: streams deliver one at a time when the server has one
 // turn, and one whose client stops reading holds the others back for the
-// turn's wait at most.
+// turn's wait at most, once: not again at their next delivery.
 func TestDeliverInTurn(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -445,10 +445,10 @@ func TestDeliverInTurn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := &fakeBackend{events: func(from, to int64) ([]*mvcc.Event, error) {
-					return []*mvcc.Event{putEv("a", 1, nil)}, nil
+					return []*mvcc.Event{putEv("a", from, nil)}, nil
 				}}
 				s := New(Config{Backend: b})
-				s.turns = &turns{slots: make(chan struct{}, 1), wait: time.Minute}
+				s.turns = &turns{slots: make(chan struct{}, 1), wait: time.Minute, held: map[*watchStream]time.Time{}}
 				var gs [2]*gatedStream
 				var sts [2]*watchStream
 				for i := range gs {
@@ -480,6 +480,23 @@ func TestDeliverInTurn(t *testing.T) {
 					t.Fatalf("the second stream sent %d responses, want 1", n)
 				}
 				if !tc.free {
+					// Still stalled: the second stream's next delivery
+					// does not wait for the turn again.
+					start := time.Now()
+					again := make(chan struct{})
+					go func() {
+						defer close(again)
+						if _, err := sts[1].deliverInTurn(t.Context(), 2); err != nil {
+							t.Error(err)
+						}
+					}()
+					<-again
+					if waited := time.Since(start); waited != 0 {
+						t.Fatalf("the second stream waited %v again for a turn held by a stalled stream", waited)
+					}
+					if n := gs[1].sent.Load(); n != 2 {
+						t.Fatalf("the second stream sent %d responses, want 2", n)
+					}
 					close(gs[0].gate)
 				}
 				<-done0
