@@ -50,6 +50,8 @@ type Server struct {
 	cfg   Config
 	store mvcc.Backend
 	log   *slog.Logger
+	// turns is shared by the watch streams (watch.go).
+	turns *turns
 }
 
 // New checks cfg and fills its defaults.
@@ -66,7 +68,7 @@ func New(cfg Config) *Server {
 	if cfg.Version == "" {
 		cfg.Version = Version
 	}
-	return &Server{cfg: cfg, store: cfg.Backend, log: cfg.Logger}
+	return &Server{cfg: cfg, store: cfg.Backend, log: cfg.Logger, turns: newTurns(turnWait)}
 }
 
 // Register adds every etcd service to g.
