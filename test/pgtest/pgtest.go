@@ -51,6 +51,8 @@ type Cluster struct {
 	bin  string
 	uid  int // run as this user (-1: as ourselves)
 	gid  int
+	// reaper is the write end of the pipe the reaper waits on (reapOnExit).
+	reaper *os.File
 }
 
 // ErrUnavailable means there is no DSN and no server binaries.
@@ -71,6 +73,10 @@ func Open(ctx context.Context) (*Server, error) {
 	}
 	c, err := StartCluster(ctx, bin)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.reapOnExit(); err != nil {
+		c.Destroy()
 		return nil, err
 	}
 	return &Server{AdminDSN: c.DSN("postgres"), Cluster: c}, nil
@@ -186,6 +192,51 @@ func (c *Cluster) Destroy() {
 	defer cancel()
 	_ = c.Stop(ctx, "immediate")
 	os.RemoveAll(c.Dir)
+	if c.reaper != nil {
+		c.reaper.Close() // the reaper finds nothing left and ends
+		c.reaper = nil
+	}
+}
+
+// reapScript waits for its standard input to close, then stops the
+// cluster in $QK_PG_DIR (SIGQUIT: PostgreSQL's immediate shutdown) and
+// removes the directory. The process in postmaster.pid is signalled only
+// while it is a postgres, since a pid file left by a crash may name a
+// process that reused the number.
+const reapScript = `read -r _
+pid=$(head -n 1 "$QK_PG_DIR/data/postmaster.pid" 2>/dev/null)
+if [ -n "$pid" ] && grep -q postgres "/proc/$pid/cmdline" 2>/dev/null; then
+	kill -QUIT "$pid" 2>/dev/null
+	i=0
+	while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+fi
+rm -rf "$QK_PG_DIR"`
+
+// reapOnExit starts a process that removes the cluster once this process
+// has ended without Destroy. A test binary killed by go test's timeout or a
+// signal runs no cleanup, and PostgreSQL, which pg_ctl detached, would run
+// on with its directory. The reaper waits on a pipe whose only write end
+// this process holds (close-on-exec, so no child inherits it); the kernel
+// closes it however this process ends. The reaper has a process group of
+// its own, so a signal to the test's group does not take it too.
+func (c *Cluster) reapOnExit() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("pgtest: reaper pipe: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", reapScript)
+	cmd.Stdin = r
+	cmd.Env = append(os.Environ(), "QK_PG_DIR="+c.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("pgtest: start the cluster's reaper: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // it ends after Destroy, or after this process
+	c.reaper = w
+	return nil
 }
 
 // DSN connects to database db of the cluster over 127.0.0.1.
