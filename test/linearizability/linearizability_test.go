@@ -128,10 +128,17 @@ func TestCheckerCatches(t *testing.T) {
 			w.Responses = slices.Insert(w.Responses, i+1, w.Responses[i])
 		}, "received twice"},
 		{"events out of order", func(t *testing.T, h *History) {
+			// Two event responses in a row: with a progress notification
+			// between them, the earlier events would come after it, and
+			// the checker would name that first.
 			w := h.Watches[0]
-			i := eventResponse(t, w, len(w.Responses)/2)
-			j := eventResponse(t, w, i+1)
-			w.Responses[i], w.Responses[j] = w.Responses[j], w.Responses[i]
+			for i := eventResponse(t, w, len(w.Responses)/2); i+1 < len(w.Responses); i = eventResponse(t, w, i+1) {
+				if len(w.Responses[i+1].Events) > 0 {
+					w.Responses[i], w.Responses[i+1] = w.Responses[i+1], w.Responses[i]
+					return
+				}
+			}
+			t.Fatal("no two event responses in a row")
 		}, "out of order"},
 		{"wrong prev_kv", func(t *testing.T, h *History) {
 			w := h.Watches[0]
