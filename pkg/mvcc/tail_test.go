@@ -20,7 +20,6 @@ import (
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/test/framework"
-	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 // A replica whose tailer falls behind while another replica prunes the
@@ -31,7 +30,7 @@ import (
 func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn, _ := sharedDatabase(t, ctx)
+	dsn := framework.PostgresDatabase(t)
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	open := func() *mvcc.Store {
 		return openReplica(t, ctx, dialect(t, dsn), mvcc.Options{Now: clock.Now, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
@@ -98,7 +97,7 @@ func TestReplicaFollowsByNotification(t *testing.T) {
 	t.Cleanup(mvcc.SetTailPoll(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dsn, _ := sharedDatabase(t, ctx)
+	dsn := framework.PostgresDatabase(t)
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	opts := mvcc.Options{Now: clock.Now, Retain: mvcc.MinRetain, PruneInterval: time.Hour}
 	a := openReplica(t, ctx, dialect(t, dsn), opts)
@@ -194,7 +193,7 @@ func testListenDown(t *testing.T, polls bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dsn, _ := sharedDatabase(t, ctx)
+	dsn := framework.PostgresDatabase(t)
 	a := openReplica(t, ctx, dialect(t, dsn), mvcc.Options{})
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -304,26 +303,6 @@ func blockListen(t *testing.T, ctx context.Context, db *sql.DB) (unblock func())
 		return err == nil && n == 1
 	})
 	return unblock
-}
-
-// sharedDatabase is a new database on the test PostgreSQL server, and the
-// server's administrator DSN.
-func sharedDatabase(t *testing.T, ctx context.Context) (dsn, admin string) {
-	t.Helper()
-	srv, err := framework.PostgresServer()
-	if err != nil {
-		framework.Unavailable(t, "PostgreSQL", err)
-	}
-	dsn, err = pgtest.CreateDatabase(ctx, srv.AdminDSN, t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = pgtest.DropDatabase(ctx, srv.AdminDSN, dsn)
-	})
-	return dsn, srv.AdminDSN
 }
 
 func dialect(t *testing.T, dsn string) *postgres.Dialect {
