@@ -74,7 +74,10 @@ func (d *Dialect) dsn(extra ...string) string {
 // is smaller than those interior pages alone at a million revisions of
 // 1 KiB values. A cache fills only as pages are read (a small database
 // never fills it), and there is one per reader connection: readersCacheKiB
-// is shared among them, each keeping at least SQLite's default.
+// is shared among them, each keeping at least SQLite's default. SQLite
+// empties a connection's cache when its next read finds that anything was
+// committed since its last, so this pays for reads between writes (a store
+// at rest, a burst of History reads), not under a steady write load.
 const (
 	readersCacheKiB = 32 << 10
 	defaultCacheKiB = 2000
