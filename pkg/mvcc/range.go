@@ -78,12 +78,11 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 		return nil, false, nil
 	}
 	order, filtered, _, sortByValue, keysOnly := rangePlan(r)
-	cols := "c.key, c.value, c.create_rev, c.mod_rev, c.version, c.lease"
-	if keysOnly {
-		cols = "c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease"
-	}
 	cond, args := s.q.where("c.key", kr, nil)
-	q := `SELECT m.rev, ` + cols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
+	q := `SELECT m.rev, ` + liveCols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond + ` LEFT JOIN log l ON l.key = c.key AND l.rev = c.mod_rev`
+	if keysOnly {
+		q = `SELECT m.rev, ` + liveKeyCols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
+	}
 	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, true, err
@@ -301,12 +300,12 @@ func cmp64(a, b int64) int {
 // the rows attached to that lease (a write batch's compares, deletes and
 // revocations).
 func scanCurrent(ctx context.Context, q querier, qs queries, kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
-	query := `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE lease = ? ORDER BY key`
+	query := `SELECT ` + liveCols + ` FROM ` + liveRows + ` AND c.lease = ? ORDER BY c.key`
 	args := []any{lease}
 	if lease == 0 {
 		var cond string
-		cond, args = qs.where("key", kr, nil)
-		query = `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE ` + cond + ` ORDER BY key`
+		cond, args = qs.where("c.key", kr, nil)
+		query = `SELECT ` + liveCols + ` FROM ` + liveRows + ` AND ` + cond + ` ORDER BY c.key`
 	}
 	var out []*mvccpb.KeyValue
 	err := eachCurrent(ctx, q, query, args, func(kv *mvccpb.KeyValue) bool {
@@ -349,6 +348,20 @@ func (s *Store) readTx(ctx context.Context) (tx prepTx, done func(), err error) 
 	}
 	return prepTx{tx: sqltx, p: s.rstmts}, func() { sqltx.Rollback() }, nil
 }
+
+// A live key's value is in its latest change's log row, (key, mod_rev),
+// which the log_key_rev index finds: current holds no value of its own, so
+// each value is stored once (ADR-014). Retention never deletes that row
+// (pruneBatch). liveRows is the live keys joined to those rows, aliased c
+// and l, ready for more conditions with AND; CROSS JOIN keeps SQLite's join
+// order, current first, so rows come in key order, one log seek each.
+// liveCols are the columns eachCurrent reads, and liveKeyCols the same
+// without the value, which needs no join.
+const (
+	liveRows    = `current c CROSS JOIN log l WHERE l.key = c.key AND l.rev = c.mod_rev`
+	liveCols    = `c.key, l.value, c.create_rev, c.mod_rev, c.version, c.lease`
+	liveKeyCols = `c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease`
+)
 
 // getCurrent reads key's current row inside q (nil: absent).
 func getCurrent(ctx context.Context, q querier, key []byte) (*mvccpb.KeyValue, error) {
