@@ -25,7 +25,7 @@ const (
 	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
 	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
 	sqlSetCompact    = `UPDATE meta SET value = ? WHERE name = 'compact'`
-	sqlGetCurrent    = `SELECT l.value, c.create_rev, c.mod_rev, c.version, c.lease FROM ` + liveRows + ` AND c.key = ?`
+	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
 	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
 	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
@@ -46,7 +46,7 @@ var prefetchSizes = []int{8, 64, 256}
 
 var prefetchSQL = func() (qs []string) {
 	for _, n := range prefetchSizes {
-		qs = append(qs, `SELECT `+liveCols+` FROM `+liveRows+` AND c.key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
+		qs = append(qs, `SELECT `+liveCols+` FROM current c WHERE c.key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
 	}
 	return qs
 }()

@@ -57,20 +57,21 @@ func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64
 
 func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
 	cond, _ := s.q.where("c.key", kr, nil)
-	live := `SELECT ` + liveCols + ` FROM ` + liveRows + ` AND ` + cond
+	cols := liveCols
 	if keysOnly {
-		live = `SELECT ` + liveKeyCols + ` FROM current c WHERE ` + cond
+		cols = liveKeyCols
 	}
+	live := `SELECT ` + cols + ` FROM current c WHERE ` + cond
 	var b strings.Builder
 	if !past {
 		b.WriteString(live + " ORDER BY c.key")
 	} else {
-		cols := "key, value, create_rev, mod_rev, version, lease"
+		pcols := "key, value, create_rev, mod_rev, version, lease"
 		if keysOnly {
-			cols = "key, NULL, create_rev, mod_rev, version, lease"
+			pcols = "key, NULL, create_rev, mod_rev, version, lease"
 		}
 		sub, _ := s.pastSQL(kr, 0, nil)
-		b.WriteString(live + " AND c.mod_rev <= ? UNION ALL SELECT " + cols + " FROM (" + sub + ") p ORDER BY 1")
+		b.WriteString(live + " AND c.mod_rev <= ? UNION ALL SELECT " + pcols + " FROM (" + sub + ") p ORDER BY 1")
 	}
 	if limited {
 		b.WriteString(" LIMIT ?")

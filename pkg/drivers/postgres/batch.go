@@ -142,8 +142,8 @@ const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev' RETURNING
 const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
 	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
 UNION ALL
-SELECT c.key, l.value, c.create_rev, c.mod_rev, c.version, c.lease
-FROM current c JOIN log l ON l.key = c.key AND l.rev = c.mod_rev WHERE c.key = ANY($1::bytea[])`
+SELECT c.key, (SELECT l.value FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev), c.create_rev, c.mod_rev, c.version, c.lease
+FROM current c WHERE c.key = ANY($1::bytea[])`
 
 // writeBatchSQL is a whole batch's writes as one statement: the log rows,
 // the final state of each changed current row, meta and the notification.

@@ -213,8 +213,9 @@ func TestImportFlushesChunks(t *testing.T) {
 		firstChunk int // the Put that sends the first chunk
 	}{
 		{"rows", 4096 + 100, []byte("v"), 4096},
-		// 2*(key+value) per key is counted: three such keys pass 16 MiB.
-		{"bytes", 4, bytes.Repeat([]byte("b"), 3<<20), 3},
+		// A value is counted once (only its log row holds it), a key
+		// twice: three 6 MiB values pass 16 MiB, two do not.
+		{"bytes", 4, bytes.Repeat([]byte("b"), 6<<20), 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dsn := framework.PostgresDatabase(t)
