@@ -78,7 +78,7 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, base, "/readyz", 500, "[+]ping ok\n[+]database ok\n[+]writer ok\n[-]schema failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n")
-	expect(t, base, "/readyz/schema", 500, "internal server error: the database's schema version is 99, this quantykube's is 2: run the quantykube that migrated it\n")
+	expect(t, base, "/readyz/schema", 500, "internal server error: the database's schema version is 99, this quantykube's is 3: run the quantykube that migrated it\n")
 	expect(t, base, "/health", 503, `{"health":"false","reason":"schema check failed"}`+"\n")
 	expect(t, base, "/livez", 200, "ok")
 	expect(t, base, "/readyz?exclude=schema&exclude=nothing&verbose", 200, "[+]ping ok\n[+]database ok\n[+]writer ok\n[+]schema excluded: ok\n[+]shutdown ok\nwarn: no check named \"nothing\" to exclude\nreadyz check passed\n")

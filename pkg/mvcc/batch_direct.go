@@ -25,11 +25,11 @@ const (
 	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
 	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
 	sqlSetCompact    = `UPDATE meta SET value = ? WHERE name = 'compact'`
-	sqlGetCurrent    = `SELECT value, create_rev, mod_rev, version, lease FROM current WHERE key = ?`
+	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
 	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
 	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
-	sqlUpsertCurrent = `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
+	sqlUpsertCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
 	// A range delete's steps: the log's delete rows for the live keys in
 	// [first, last], numbered in key order from sub, then the keys.
 	sqlInsertDeletes  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
@@ -46,7 +46,7 @@ var prefetchSizes = []int{8, 64, 256}
 
 var prefetchSQL = func() (qs []string) {
 	for _, n := range prefetchSizes {
-		qs = append(qs, `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
+		qs = append(qs, `SELECT `+liveCols+` FROM current c WHERE c.key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
 	}
 	return qs
 }()
@@ -241,7 +241,7 @@ func (t *directTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 		return err
 	}
 	if _, err := t.tx.ExecContext(t.ctx, sqlUpsertCurrent,
-		kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
+		kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
 		return err
 	}
 	t.rows[string(kv.Key)] = kv

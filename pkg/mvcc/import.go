@@ -207,7 +207,7 @@ func (im *Import) begin(sh Shared) error {
 
 // sqlImportCurrent inserts without ON CONFLICT: a key given twice is an
 // error, never a silent overwrite.
-const sqlImportCurrent = `INSERT INTO current (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?)`
+const sqlImportCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?)`
 
 // Put imports one live key. Keys come in ascending byte order, each once;
 // a key's revisions satisfy 1 <= CreateRevision <= ModRevision and its
@@ -249,7 +249,7 @@ func (im *Import) Put(kv *mvccpb.KeyValue) error {
 		if _, err := im.put.ExecContext(im.ctx, kv.ModRevision, sub, kv.Key, value, kv.CreateRevision, kv.Version, kv.Lease, im.now); err != nil {
 			return fmt.Errorf("import: write key %q: %w", kv.Key, err)
 		}
-		if _, err := im.cur.ExecContext(im.ctx, kv.Key, value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
+		if _, err := im.cur.ExecContext(im.ctx, kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
 			return fmt.Errorf("import: write key %q: %w", kv.Key, err)
 		}
 		return nil
@@ -257,7 +257,7 @@ func (im *Import) Put(kv *mvccpb.KeyValue) error {
 	row := &mvccpb.KeyValue{Key: bytes.Clone(kv.Key), Value: bytes.Clone(value), CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
 	im.pend.Log = append(im.pend.Log, LogRow{Rev: row.ModRevision, Sub: sub, Key: row.Key, Value: row.Value, CreateRev: row.CreateRevision, Version: row.Version, Lease: row.Lease})
 	im.pend.Put = append(im.pend.Put, row)
-	im.pendBytes += 2 * (len(row.Key) + len(row.Value))
+	im.pendBytes += 2*len(row.Key) + len(row.Value) // the value goes in the log row only
 	if len(im.pend.Put) >= importChunkRows || im.pendBytes >= importChunkBytes {
 		return im.flush()
 	}

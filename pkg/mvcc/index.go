@@ -63,7 +63,7 @@ type liveIndex struct {
 // returns nil when the live data exceeds limit.
 func loadIndex(ctx context.Context, q querier, rev, limit int64) (*liveIndex, error) {
 	c := &liveIndex{limit: limit, tree: btree.NewG(32, kvLess)}
-	err := eachCurrent(ctx, q, `SELECT key, value, create_rev, mod_rev, version, lease FROM current ORDER BY key`, nil, func(kv *mvccpb.KeyValue) bool {
+	err := eachCurrent(ctx, q, `SELECT `+liveCols+` FROM current c ORDER BY c.key`, nil, func(kv *mvccpb.KeyValue) bool {
 		c.tree.ReplaceOrInsert(kv)
 		c.bytes += kvCost(kv)
 		return c.bytes <= limit

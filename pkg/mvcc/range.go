@@ -78,11 +78,11 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 		return nil, false, nil
 	}
 	order, filtered, _, sortByValue, keysOnly := rangePlan(r)
-	cols := "c.key, c.value, c.create_rev, c.mod_rev, c.version, c.lease"
-	if keysOnly {
-		cols = "c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease"
-	}
 	cond, args := s.q.where("c.key", kr, nil)
+	cols := liveCols
+	if keysOnly {
+		cols = liveKeyCols
+	}
 	q := `SELECT m.rev, ` + cols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
 	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
@@ -301,12 +301,12 @@ func cmp64(a, b int64) int {
 // the rows attached to that lease (a write batch's compares, deletes and
 // revocations).
 func scanCurrent(ctx context.Context, q querier, qs queries, kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
-	query := `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE lease = ? ORDER BY key`
+	query := `SELECT ` + liveCols + ` FROM current c WHERE c.lease = ? ORDER BY c.key`
 	args := []any{lease}
 	if lease == 0 {
 		var cond string
-		cond, args = qs.where("key", kr, nil)
-		query = `SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE ` + cond + ` ORDER BY key`
+		cond, args = qs.where("c.key", kr, nil)
+		query = `SELECT ` + liveCols + ` FROM current c WHERE ` + cond + ` ORDER BY c.key`
 	}
 	var out []*mvccpb.KeyValue
 	err := eachCurrent(ctx, q, query, args, func(kv *mvccpb.KeyValue) bool {
@@ -349,6 +349,21 @@ func (s *Store) readTx(ctx context.Context) (tx prepTx, done func(), err error) 
 	}
 	return prepTx{tx: sqltx, p: s.rstmts}, func() { sqltx.Rollback() }, nil
 }
+
+// A live key's value is in its latest change's log row, (key, mod_rev),
+// which the log_key_rev index finds: current holds no value of its own, so
+// each value is stored once (ADR-014). Retention never deletes that row
+// (pruneBatch). liveValue reads it for current's row c as a correlated
+// subquery, not a join: each row is then one index seek in both dialects,
+// where PostgreSQL would choose a hash join over a scan of the whole log for
+// a long range, and the plan over current, its order included, stays as it
+// was. liveCols are the columns eachCurrent reads, and liveKeyCols the
+// same without the value.
+const (
+	liveValue   = `(SELECT l.value FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev)`
+	liveCols    = `c.key, ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease`
+	liveKeyCols = `c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease`
+)
 
 // getCurrent reads key's current row inside q (nil: absent).
 func getCurrent(ctx context.Context, q querier, key []byte) (*mvccpb.KeyValue, error) {

@@ -56,17 +56,22 @@ func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64
 }
 
 func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
-	cols := "key, value, create_rev, mod_rev, version, lease"
+	cond, _ := s.q.where("c.key", kr, nil)
+	cols := liveCols
 	if keysOnly {
-		cols = "key, NULL, create_rev, mod_rev, version, lease"
+		cols = liveKeyCols
 	}
-	cond, _ := s.q.where("key", kr, nil)
+	live := `SELECT ` + cols + ` FROM current c WHERE ` + cond
 	var b strings.Builder
 	if !past {
-		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " ORDER BY key")
+		b.WriteString(live + " ORDER BY c.key")
 	} else {
+		pcols := "key, value, create_rev, mod_rev, version, lease"
+		if keysOnly {
+			pcols = "key, NULL, create_rev, mod_rev, version, lease"
+		}
 		sub, _ := s.pastSQL(kr, 0, nil)
-		b.WriteString("SELECT " + cols + " FROM current WHERE " + cond + " AND mod_rev <= ? UNION ALL SELECT " + cols + " FROM (" + sub + ") p ORDER BY 1")
+		b.WriteString(live + " AND c.mod_rev <= ? UNION ALL SELECT " + pcols + " FROM (" + sub + ") p ORDER BY 1")
 	}
 	if limited {
 		b.WriteString(" LIMIT ?")

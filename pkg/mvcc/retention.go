@@ -258,6 +258,9 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 		}
 		// Everything this change superseded; a delete goes with the rows
 		// before it, never after them, or the key would come back.
+		// A live key's latest change is never deleted: it is the row its
+		// value is read from (current holds none, ADR-014), and nothing
+		// supersedes it. Keep it so (TestPruneKeepsEveryLiveValue).
 		res, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM log WHERE key = ? AND rev < ?`), c.key, c.rev)
 		if err != nil {
 			return 0, false, err

@@ -48,6 +48,11 @@ func (s *Store) migrate(ctx context.Context, sh Shared) error {
 		return nil
 	}
 	for v := have; v < int64(len(steps)); v++ {
+		if check := migrationChecks[v+1]; check != nil {
+			if err := check(ctx, tx); err != nil {
+				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
+			}
+		}
 		for _, stmt := range steps[v] {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
@@ -69,6 +74,36 @@ func (s *Store) migrate(ctx context.Context, sh Shared) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return tx.Commit()
+}
+
+// migrationChecks run before the step to a schema version, inside the
+// migration's transaction: an error refuses the migration and leaves the
+// store as it was, at the version before.
+var migrationChecks = map[int64]func(context.Context, *sql.Tx) error{
+	3: everyLiveKeyHasItsLogRow,
+}
+
+// everyLiveKeyHasItsLogRow guards schema 3, which drops current's copy of
+// each value and reads it from the log row (key, mod_rev) instead. No
+// binary ever wrote a current row without that row (a put writes both in
+// its batch, an import both, and retention keeps each key's latest
+// change), but a store that lacks it would lose the value: refuse, and
+// name it, rather than drop it.
+func everyLiveKeyHasItsLogRow(ctx context.Context, tx *sql.Tx) error {
+	const missing = ` FROM current c WHERE NOT EXISTS (SELECT 1 FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev)`
+	var first []byte
+	err := tx.QueryRowContext(ctx, `SELECT c.key`+missing+` ORDER BY c.key LIMIT 1`).Scan(&first)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	var n int64
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `SELECT COUNT(*)`+missing).Scan(&n)
+	}
+	if err != nil {
+		return fmt.Errorf("check every live key's log row: %w", err)
+	}
+	return fmt.Errorf("%d live keys have no log row at their mod revision (first %q): this schema reads a live key's value from that row, and dropping current's value column would lose theirs: refusing to migrate", n, first)
 }
 
 type persisted struct {

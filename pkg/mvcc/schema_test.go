@@ -23,14 +23,14 @@ func TestOpenRefusesANewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := raw.ExecContext(ctx, `UPDATE meta SET value = 3 WHERE name = 'schema'`); err != nil {
+	if _, err := raw.ExecContext(ctx, `UPDATE meta SET value = 4 WHERE name = 'schema'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mvcc.Open(ctx, sqliteDialect(t, "sqlite://"+path), mvcc.Options{}); err == nil || !strings.Contains(err.Error(), "database schema version 3 is newer than this quantykube understands (2): refusing to start") {
+	if _, err := mvcc.Open(ctx, sqliteDialect(t, "sqlite://"+path), mvcc.Options{}); err == nil || !strings.Contains(err.Error(), "database schema version 4 is newer than this quantykube understands (3): refusing to start") {
 		t.Fatalf("open on a newer schema: %v", err)
 	}
 	var schema, rev int64
-	if err := raw.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'schema'), (SELECT value FROM meta WHERE name = 'rev')`).Scan(&schema, &rev); err != nil || schema != 3 || rev != 2 {
+	if err := raw.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'schema'), (SELECT value FROM meta WHERE name = 'rev')`).Scan(&schema, &rev); err != nil || schema != 4 || rev != 2 {
 		t.Fatalf("after the refusal: schema %d, revision %d, %v", schema, rev, err)
 	}
 }

@@ -142,7 +142,8 @@ const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev' RETURNING
 const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
 	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
 UNION ALL
-SELECT key, value, create_rev, mod_rev, version, lease FROM current WHERE key = ANY($1::bytea[])`
+SELECT c.key, (SELECT l.value FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev), c.create_rev, c.mod_rev, c.version, c.lease
+FROM current c WHERE c.key = ANY($1::bytea[])`
 
 // writeBatchSQL is a whole batch's writes as one statement: the log rows,
 // the final state of each changed current row, meta and the notification.
@@ -157,19 +158,19 @@ l AS (
 		AS t(r, s, k, v, c, ver, ls, del)
 ),
 p AS (
-	INSERT INTO current (key, value, create_rev, mod_rev, version, lease)
-	SELECT * FROM unnest($10::bytea[], $11::bytea[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
-	ON CONFLICT (key) DO UPDATE SET value = excluded.value, create_rev = excluded.create_rev,
+	INSERT INTO current (key, create_rev, mod_rev, version, lease)
+	SELECT * FROM unnest($10::bytea[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
+	ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev,
 		mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease
 ),
 d AS (
-	DELETE FROM current WHERE key = ANY($16::bytea[])
+	DELETE FROM current WHERE key = ANY($15::bytea[])
 ),
 m AS (
-	UPDATE meta SET value = CASE name WHEN 'rev' THEN $17::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $18::bigint END
-	WHERE (name IN ('rev', 'last_unix_ms') AND $19::boolean) OR (name = 'compact' AND $20::boolean)
+	UPDATE meta SET value = CASE name WHEN 'rev' THEN $16::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $17::bigint END
+	WHERE (name IN ('rev', 'last_unix_ms') AND $18::boolean) OR (name = 'compact' AND $19::boolean)
 )
-SELECT pg_notify('` + channel + `', $21::text) WHERE $21::text <> ''`
+SELECT pg_notify('` + channel + `', $20::text) WHERE $20::text <> ''`
 
 // WriteBatch sends the batch in one round trip (see writeBatchSQL).
 func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
@@ -191,10 +192,10 @@ func writeBatchArgs(w *mvcc.BatchWrites) []any {
 		}
 	}
 	m := len(w.Put)
-	pk, pv := make([][]byte, m), make([][]byte, m)
+	pk := make([][]byte, m)
 	pc, pm, pver, pl := make([]int64, m), make([]int64, m), make([]int64, m), make([]int64, m)
 	for i, kv := range w.Put {
-		pk[i], pv[i], pc[i], pm[i], pver[i], pl[i] = kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
+		pk[i], pc[i], pm[i], pver[i], pl[i] = kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
 	}
 	del := w.Delete
 	if del == nil {
@@ -202,6 +203,6 @@ func writeBatchArgs(w *mvcc.BatchWrites) []any {
 	}
 	return []any{w.UnixMs,
 		rev, sub, keys, values, create, version, lease, deleted,
-		pk, pv, pc, pm, pver, pl,
+		pk, pc, pm, pver, pl,
 		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify}
 }

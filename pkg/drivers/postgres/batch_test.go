@@ -193,7 +193,7 @@ func checkTables(t *testing.T, dsn string) {
 		t.Fatal(err)
 	}
 	got := map[string]cur{}
-	rows, err = conn.Query(ctx, `SELECT key, value, create_rev, mod_rev, version, lease FROM current`)
+	rows, err = conn.Query(ctx, `SELECT c.key, l.value, c.create_rev, c.mod_rev, c.version, c.lease FROM current c LEFT JOIN log l ON l.key = c.key AND l.rev = c.mod_rev`)
 	if err != nil {
 		t.Fatal(err)
 	}

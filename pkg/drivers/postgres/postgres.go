@@ -158,6 +158,11 @@ func (d *Dialect) Migrations() [][]string {
 			floor_unix_ms BIGINT NOT NULL,
 			cursor BIGINT NOT NULL)`,
 		`INSERT INTO meta (name, value) VALUES ('retain_floor', 0)`,
+	}, {
+		// Each value is stored once, in the log (ADR-014): a live key's
+		// value is its log row at (key, mod_rev). mvcc checks first that
+		// every current row has that row.
+		`ALTER TABLE current DROP COLUMN value`,
 	}}
 }
 

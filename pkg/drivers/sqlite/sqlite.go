@@ -210,6 +210,11 @@ func (d *Dialect) Migrations() [][]string {
 			floor_unix_ms INTEGER NOT NULL,
 			cursor INTEGER NOT NULL)`,
 		`INSERT INTO meta (name, value) VALUES ('retain_floor', 0)`,
+	}, {
+		// Each value is stored once, in the log (ADR-014): a live key's
+		// value is its log row at (key, mod_rev). mvcc checks first that
+		// every current row has that row.
+		`ALTER TABLE current DROP COLUMN value`,
 	}}
 }
 
