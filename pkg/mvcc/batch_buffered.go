@@ -27,6 +27,11 @@ const sharedBatchTimeout = 30 * time.Second
 // refuses a message over 1 GiB, and 512 requests of large values come close.
 const maxPendingBytes = 32 << 20
 
+// putBytes is what a put adds to a batch's or an import chunk's statement:
+// its key goes to the log and to current, its value to the log only
+// (ADR-014).
+func putBytes(key, value []byte) int { return 2*len(key) + len(value) }
+
 type bufferedBatcher struct {
 	s  *Store
 	sh Shared
@@ -90,7 +95,7 @@ type bufferedTx struct {
 	// The writes held back: log rows in pend, and the keys whose current
 	// row changed (its new state is in rows), in first-change order.
 	pend      *BatchWrites
-	pendBytes int // keys and values held, each counted for the log and for current
+	pendBytes int // what the held writes carry (putBytes)
 	dirty     []string
 	isDirty   map[string]bool
 	unixMs    int64
@@ -124,7 +129,7 @@ func (t *bufferedTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 		CreateRev: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease})
 	t.rows[string(kv.Key)] = kv
 	t.markDirty(kv.Key)
-	t.pendBytes += 2 * (len(kv.Key) + len(kv.Value))
+	t.pendBytes += putBytes(kv.Key, kv.Value)
 	if t.pendBytes > maxPendingBytes {
 		return t.flush()
 	}

@@ -257,7 +257,7 @@ func (im *Import) Put(kv *mvccpb.KeyValue) error {
 	row := &mvccpb.KeyValue{Key: bytes.Clone(kv.Key), Value: bytes.Clone(value), CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
 	im.pend.Log = append(im.pend.Log, LogRow{Rev: row.ModRevision, Sub: sub, Key: row.Key, Value: row.Value, CreateRev: row.CreateRevision, Version: row.Version, Lease: row.Lease})
 	im.pend.Put = append(im.pend.Put, row)
-	im.pendBytes += 2*len(row.Key) + len(row.Value) // the value goes in the log row only
+	im.pendBytes += putBytes(row.Key, row.Value)
 	if len(im.pend.Put) >= importChunkRows || im.pendBytes >= importChunkBytes {
 		return im.flush()
 	}
