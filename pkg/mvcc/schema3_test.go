@@ -46,10 +46,7 @@ func eachDialect(t *testing.T, f func(t *testing.T, db storeDB)) {
 		t.Cleanup(func() { raw.Close() })
 		f(t, storeDB{
 			dialect: func(t *testing.T, schema2 bool) mvcc.Dialect {
-				d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := sqliteDialect(t, "sqlite://"+path).(*sqlite.Dialect)
 				if schema2 {
 					return sqliteSchema2{d}
 				}
@@ -83,12 +80,7 @@ func eachDialect(t *testing.T, f func(t *testing.T, db storeDB)) {
 // openDB opens a store on d, closed when t ends (or before, by the caller).
 func openDB(t *testing.T, d mvcc.Dialect, opts mvcc.Options) *mvcc.Store {
 	t.Helper()
-	s, err := mvcc.Open(context.Background(), d, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return openReplica(t, context.Background(), d, opts)
 }
 
 func txn(t *testing.T, s *mvcc.Store, ops ...*pb.RequestOp) int64 {
