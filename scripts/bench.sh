@@ -14,7 +14,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 GO=${GO:-go}
 CACHE=$ROOT/.cache/bench
-BIN=$CACHE/bin
+# QK_BENCH_BIN: where the binaries go. Worktrees that share one .cache (a
+# symlink) and benchmark at once each need their own, or each overwrites
+# the binaries the other is running.
+BIN=${QK_BENCH_BIN:-$CACHE/bin}
 mkdir -p "$BIN"
 
 # The peers, built once and shared with the tests (scripts/peers.sh).

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,7 +71,10 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 2)}
-	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
+	// A clock that stands still: no ordinary commit starts a checkpoint
+	// of its own (TestCommitsCheckpointBehind).
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +162,136 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 	want("off checkpoint checkpoint on")
 }
 
+// Ordinary commits leave most of the WAL to a background checkpoint: a
+// commit starts one when checkpointEvery (50 ms) has passed since the last
+// one started, and never while one runs. The writer's connection never
+// turns its own checkpoint off for them.
+func TestCommitsCheckpointBehind(t *testing.T) {
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 1)}
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func() {
+		t.Helper()
+		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/k"), "v", 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checkpoint starts in a goroutine after the commit: wait for it.
+	started := func(want bool) {
+		t.Helper()
+		wait := time.Minute
+		if !want {
+			// Nothing to wait for: a checkpoint that should not start
+			// has had this long to show itself.
+			wait = 100 * time.Millisecond
+		}
+		select {
+		case <-c.started:
+			if !want {
+				t.Fatalf("a background checkpoint started (calls %q)", c.seen())
+			}
+		case <-time.After(wait):
+			if want {
+				t.Fatalf("no background checkpoint started (calls %q)", c.seen())
+			}
+		}
+	}
+	write()
+	clock.Advance(49 * time.Millisecond)
+	write()
+	started(false)
+	clock.Advance(time.Millisecond)
+	write()
+	started(true)
+	// It runs (held at the gate): later commits start none.
+	clock.Advance(time.Second)
+	write()
+	write()
+	started(false)
+	c.gate <- struct{}{}
+	// Once it has ended, the next commit starts another. It ends a
+	// little after its call returns, so write until one starts.
+	for deadline := time.Now().Add(time.Minute); ; {
+		write()
+		select {
+		case <-c.started:
+		case <-time.After(time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("a minute on, no second background checkpoint (calls %q)", c.seen())
+			}
+			continue
+		}
+		break
+	}
+	c.gate <- struct{}{}
+	if got := c.seen(); got != "checkpoint" && got != "checkpoint checkpoint" {
+		t.Fatalf("checkpoint calls %q, want only background checkpoints", got)
+	}
+}
+
+// With background checkpoints after ordinary commits, the WAL still
+// starts over: under a steady stream of writes its file stays near the
+// writer's checkpoint threshold (1,000 pages) instead of growing with
+// every page written, as it did when only background checkpoints copied
+// it (docs/BENCHMARKS.md, "Tried and not kept").
+func TestCommitsKeepTheWALSmall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.db")
+	d, err := sqlite.New("sqlite://"+path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every read of the clock moves it on, so that commits start
+	// background checkpoints as often as they may.
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	now := func() time.Time {
+		clock.Advance(10 * time.Millisecond)
+		return clock.Now()
+	}
+	s, err := mvcc.Open(context.Background(), d, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	value := strings.Repeat("v", 1024)
+	// 3,000 puts from 4 writers, their commits racing the background
+	// checkpoints: about 14,500 pages of WAL when nothing lets the WAL
+	// start over.
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 750 {
+				key := fmt.Appendf(nil, "/w/%d/%04d", g, i%200)
+				if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp(key, value, 0)}}); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 pages of 4 KiB with their frame headers, and the batch that
+	// crossed them.
+	if limit := int64(1500 * (4096 + 24)); st.Size() > limit {
+		t.Fatalf("WAL is %d bytes after 3,000 puts: over %d, so it did not start over", st.Size(), limit)
+	}
+}
+
 // The memory a big DeleteRange frees goes back to the operating system
 // once its events leave the Hub, not before (watchers read them there)
 // and not for ordinary writes.
@@ -219,7 +353,9 @@ func TestCloseEndsTheBackgroundCheckpoint(t *testing.T) {
 	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 1)}
 	var warnings atomic.Int64
 	logger := slog.New(countingHandler{n: &warnings, level: slog.LevelWarn})
-	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: logger})
+	// A clock that stands still: only the delete starts a checkpoint.
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: logger, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

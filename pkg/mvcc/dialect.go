@@ -37,11 +37,12 @@ type Dialect interface {
 }
 
 // Checkpointer is implemented by dialects that commit to a write-ahead log
-// and copy it into the database afterwards (SQLite). The writer's
-// connection makes that copy itself after its commits, which makes the
-// commit's caller wait for it; after a batch that wrote a large log (a
-// DeleteRange of many keys) the writer hands the copy to another
-// connection instead (batch_direct.go).
+// and copy it into the database afterwards (SQLite). Another connection
+// copies most of it behind the writer's commits; the writer's connection
+// copies what is left after its own commits, which makes the commit's
+// caller wait for it but lets the log start over (ADR-015). After a batch
+// that wrote a large log (a DeleteRange of many keys) the writer leaves
+// the whole copy to the other connection (batch_direct.go).
 type Checkpointer interface {
 	// AutoCheckpoint turns the copy after each commit on or off for the
 	// connection ex runs on (the writer's transaction).
