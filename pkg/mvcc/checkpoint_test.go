@@ -60,25 +60,38 @@ func (c *checkpoints) Checkpoint(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
+// openCheckpoints opens a store on SQLite with its Checkpointer calls
+// recorded (started holds up to `started` checkpoints' starts), on a clock
+// that stands still unless opts gives one: then no ordinary commit starts
+// a checkpoint of its own (TestCommitsCheckpointBehind).
+func openCheckpoints(t *testing.T, started int, opts mvcc.Options) (*mvcc.Store, *checkpoints) {
+	t.Helper()
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, started)}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = (&fakeClock{now: time.Unix(1_000_000, 0)}).Now
+	}
+	s, err := mvcc.Open(context.Background(), c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, c
+}
+
 // A DeleteRange of many rows commits without the writer's connection
 // copying the WAL into the database: a checkpoint on a reader's connection
 // does it behind the answer, and the writer's connection checkpoints again
 // once it is done. A large delete committed while one runs gets one of its
 // own after it; a small delete changes nothing.
 func TestLargeDeleteCheckpointsBehind(t *testing.T) {
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 2)}
-	// A clock that stands still: no ordinary commit starts a checkpoint
-	// of its own (TestCommitsCheckpointBehind).
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := openCheckpoints(t, 2, mvcc.Options{})
 	ctx := context.Background()
 	value := bytes.Repeat([]byte("v"), 1024)
 	// Over 16 MiB of rows under each prefix.
@@ -167,17 +180,8 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 // one started, and never while one runs. The writer's connection never
 // turns its own checkpoint off for them.
 func TestCommitsCheckpointBehind(t *testing.T) {
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 1)}
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
 	write := func() {
 		t.Helper()
 		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/k"), "v", 0)}}); err != nil {
@@ -346,20 +350,8 @@ func TestLargeDeleteReleasesMemory(t *testing.T) {
 // closes: it cancels the checkpoint, waits for it, and logs no failure
 // for it.
 func TestCloseEndsTheBackgroundCheckpoint(t *testing.T) {
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "c.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &checkpoints{Dialect: d, gate: make(chan struct{}), started: make(chan struct{}, 1)}
 	var warnings atomic.Int64
-	logger := slog.New(countingHandler{n: &warnings, level: slog.LevelWarn})
-	// A clock that stands still: only the delete starts a checkpoint.
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	s, err := mvcc.Open(context.Background(), c, mvcc.Options{Logger: logger, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := openCheckpoints(t, 1, mvcc.Options{Logger: slog.New(countingHandler{n: &warnings, level: slog.LevelWarn})})
 	ctx := context.Background()
 	value := bytes.Repeat([]byte("v"), 64<<10)
 	// Over 16 MiB of rows: the delete checkpoints behind its answer.
