@@ -214,9 +214,13 @@ func (b *directBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error 
 	return nil
 }
 
-// checkpointBehind starts the background checkpoint.
+// checkpointBehind starts the background checkpoint. It waits for the
+// periodic one (tick) if that still runs: SQLite lets one checkpoint run at
+// a time and answers a passive one that finds another running with "busy"
+// at once, copying nothing, and the writer's connection would then copy
+// the bulk batch's whole log inside a later commit.
 func (b *directBatcher) checkpointBehind() {
-	b.ckpt = b.checkpointAsync()
+	b.ckpt = b.checkpointAsync(b.tick)
 }
 
 // checkpointSoon starts a background checkpoint after an ordinary commit,
@@ -231,11 +235,13 @@ func (b *directBatcher) checkpointSoon() {
 	}
 	if now := b.s.opts.Now(); now.Sub(b.tickAt) >= checkpointEvery {
 		b.tickAt = now
-		b.tick = b.checkpointAsync()
+		b.tick = b.checkpointAsync(nil)
 	}
 }
 
-func (b *directBatcher) checkpointAsync() chan struct{} {
+// checkpointAsync checkpoints on a reader's connection once after (if not
+// nil) is closed; the channel it returns is closed when it has ended.
+func (b *directBatcher) checkpointAsync(after <-chan struct{}) chan struct{} {
 	done := make(chan struct{})
 	b.s.background.Go(func() {
 		defer close(done)
@@ -243,6 +249,13 @@ func (b *directBatcher) checkpointAsync() chan struct{} {
 		// writer's connection checkpoints after its commits again. One
 		// that Close cancels leaves it to the last connection's close.
 		ctx := b.s.bgCtx
+		if after != nil {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if err := b.s.d.(Checkpointer).Checkpoint(ctx, b.s.rdb); err != nil && ctx.Err() == nil {
 			b.s.log.Warn("background checkpoint failed", "err", err)
 		}

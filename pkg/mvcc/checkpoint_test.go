@@ -85,6 +85,25 @@ func openCheckpoints(t *testing.T, started int, opts mvcc.Options) (*mvcc.Store,
 	return s, c
 }
 
+// bulkKeys 1 KiB values make over 16 MiB of rows: deleting them is a
+// bulk batch.
+const bulkKeys = 17 << 10
+
+// loadValues puts keys 1 KiB values under prefix, 128 to a Txn.
+func loadValues(t *testing.T, s *mvcc.Store, prefix string, keys int) {
+	t.Helper()
+	value := bytes.Repeat([]byte("v"), 1024)
+	for i := 0; i < keys; i += 128 {
+		var ops []*pb.RequestOp
+		for j := i; j < min(i+128, keys); j++ {
+			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: fmt.Appendf(nil, "%s%06d", prefix, j), Value: value}}})
+		}
+		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: ops}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A DeleteRange of many rows commits without the writer's connection
 // copying the WAL into the database: a checkpoint on a reader's connection
 // does it behind the answer, and the writer's connection checkpoints again
@@ -93,20 +112,7 @@ func openCheckpoints(t *testing.T, started int, opts mvcc.Options) (*mvcc.Store,
 func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 	s, c := openCheckpoints(t, 2, mvcc.Options{})
 	ctx := context.Background()
-	value := bytes.Repeat([]byte("v"), 1024)
-	// Over 16 MiB of rows under each prefix.
-	const keys = 17 << 10
-	load := func(prefix string, keys int) {
-		for i := 0; i < keys; i += 128 {
-			var ops []*pb.RequestOp
-			for j := i; j < min(i+128, keys); j++ {
-				ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: fmt.Appendf(nil, "%s%06d", prefix, j), Value: value}}})
-			}
-			if _, err := s.Txn(ctx, &pb.TxnRequest{Success: ops}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	load := func(prefix string, keys int) { loadValues(t, s, prefix, keys) }
 	del := func(key, end string, want int64) {
 		t.Helper()
 		resp, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp(key, end)}})
@@ -154,15 +160,15 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 	write()
 	want("")
 
-	load("/a/", keys)
-	load("/b/", keys)
-	del("/a/", "/a0", keys)
+	load("/a/", bulkKeys)
+	load("/b/", bulkKeys)
+	del("/a/", "/a0", bulkKeys)
 	until("no background checkpoint started", started)
 	want("off")
 	// It still runs: the writer's connection does not checkpoint yet.
 	write()
 	want("off")
-	del("/b/", "/b0", keys)
+	del("/b/", "/b0", bulkKeys)
 	c.gate <- struct{}{}
 	// The writer finds it done at a batch's start and starts another for
 	// the delete that committed meanwhile.
@@ -173,6 +179,61 @@ func TestLargeDeleteCheckpointsBehind(t *testing.T) {
 	want("off checkpoint checkpoint on")
 	write()
 	want("off checkpoint checkpoint on")
+}
+
+// A large delete committed while a periodic checkpoint runs gets its own
+// background checkpoint after that one ends, not beside it: SQLite would
+// answer it "busy" at once, and the writer's connection would copy the
+// delete's whole log inside a later commit.
+func TestLargeDeleteWaitsForThePeriodicCheckpoint(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	s, c := openCheckpoints(t, 2, mvcc.Options{Now: clock.Now})
+	ctx := context.Background()
+	write := func() {
+		t.Helper()
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/other"), "x", 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := func(wait time.Duration) bool {
+		select {
+		case <-c.started:
+			return true
+		case <-time.After(wait):
+			return false
+		}
+	}
+	loadValues(t, s, "/a/", bulkKeys)
+	clock.Advance(50 * time.Millisecond)
+	write()
+	if !started(time.Minute) {
+		t.Fatalf("no periodic checkpoint started (calls %q)", c.seen())
+	}
+	// The periodic checkpoint is held at the gate while the delete commits.
+	resp, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/a/", "/a0")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := resp.Responses[0].GetResponseDeleteRange().Deleted; n != bulkKeys {
+		t.Fatalf("deleted %d keys, want %d", n, bulkKeys)
+	}
+	if started(100 * time.Millisecond) {
+		t.Fatalf("the delete's checkpoint started beside the periodic one (calls %q)", c.seen())
+	}
+	c.gate <- struct{}{}
+	if !started(time.Minute) {
+		t.Fatalf("the delete's checkpoint did not start after the periodic one (calls %q)", c.seen())
+	}
+	c.gate <- struct{}{}
+	for deadline := time.Now().Add(time.Minute); !strings.HasSuffix(c.seen(), " on"); write() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute on, the writer's connection does not checkpoint again (calls %q)", c.seen())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got, want := c.seen(), "off checkpoint checkpoint on"; got != want {
+		t.Fatalf("checkpoint calls %q, want %q", got, want)
+	}
 }
 
 // Ordinary commits leave most of the WAL to a background checkpoint: a
