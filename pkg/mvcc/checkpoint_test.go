@@ -407,6 +407,44 @@ func TestLargeDeleteReleasesMemory(t *testing.T) {
 	}
 }
 
+// A store that goes quiet after a big DeleteRange still hands the memory
+// back: the delete's events leave the Hub when their hold ends, with no
+// write after them, and the memory goes back twice.
+func TestLargeDeleteReleasesMemoryWithNoWriteAfterIt(t *testing.T) {
+	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "m.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mvcc.Open(context.Background(), d, mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	released := make(chan struct{}, 1)
+	s.OnReleaseMemory(func() { released <- struct{}{} })
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("v"), 1400<<10)
+	for i := range 50 {
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/big/%02d", i), string(value), 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/big/", "/big0")}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("30 s after the delete, with nothing written since, no memory was released")
+	}
+	// Again later, for what watchers still sending the events held.
+	select {
+	case <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the memory was released once, not a second time")
+	}
+}
+
 // Close does not leave a background checkpoint behind on the pool it
 // closes: it cancels the checkpoint, waits for it, and logs no failure
 // for it.

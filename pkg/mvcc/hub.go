@@ -28,12 +28,18 @@ type hub struct {
 	// the revisions before it stay as far as the budget allows, those
 	// after it with it. The watchers it wakes, even a few revisions
 	// behind, read it from memory, where its events already are, instead
-	// of reading every row back from the log. Then it counts, and goes at
-	// the next publish.
+	// of reading every row back from the log. Then it counts, and goes
+	// when the hold ends (expire) or at the next publish after that.
 	now       func() time.Time
 	holdRev   int64
 	holdBytes int
 	holdUntil time.Time
+	// A hold ends on a timer, not only at a publish: a store that goes
+	// quiet after a big DeleteRange would otherwise keep its events, and
+	// with them the deleted values, until its next write. onExpire (set
+	// once, before the first publish) learns how many bytes that dropped.
+	expiry   *time.Timer
+	onExpire func(dropped int)
 }
 
 // hubHold is how long a revision larger than the ring stays in it: long
@@ -49,27 +55,47 @@ func newHub(rev int64, maxBytes int, now func() time.Time) *hub {
 func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// The tailer publishes many revisions at once (read back from the
-	// log): only the last one, rev, can be held, so only its size counts.
-	size, last := 0, 0
-	for _, e := range evs {
-		size += e.Size()
-		if e.Rev() == rev {
-			last += e.Size()
+	// Several revisions come at once from a batch of several requests, or
+	// from the tailer reading the log back. Each counts alone: the newest
+	// that is larger than the ring is held (with those after it), though
+	// small ones follow it, as a batch's requests queued behind a big
+	// DeleteRange do.
+	size, big, bigBytes := 0, int64(0), 0
+	for i := 0; i < len(evs); {
+		r, n := evs[i].Rev(), 0
+		for ; i < len(evs) && evs[i].Rev() == r; i++ {
+			n += evs[i].Size()
+		}
+		size += n
+		if n > h.maxBytes {
+			big, bigBytes = r, n
 		}
 	}
 	now := h.now()
-	if last > h.maxBytes {
-		h.holdRev, h.holdBytes, h.holdUntil = rev, last, now.Add(hubHold)
-	}
-	held := 0
-	if now.Before(h.holdUntil) {
-		held = h.holdBytes
+	if big != 0 {
+		h.holdRev, h.holdBytes, h.holdUntil = big, bigBytes, now.Add(hubHold)
+		if h.expiry != nil {
+			h.expiry.Stop()
+		}
+		h.expiry = time.AfterFunc(hubHold, h.expire)
 	}
 	h.bytes += size
 	h.events = append(h.events, evs...)
 	h.rev = rev
-	// Drop whole revisions from the front until the ring fits.
+	dropped = h.trim(now)
+	close(h.wake)
+	h.wake = make(chan struct{})
+	return dropped
+}
+
+// trim drops whole revisions from the front until the ring fits, a held
+// revision and those after it aside until now reaches the hold's end,
+// and reports the bytes it dropped.
+func (h *hub) trim(now time.Time) (dropped int) {
+	held := 0
+	if now.Before(h.holdUntil) {
+		held = h.holdBytes
+	}
 	drop := 0
 	for h.bytes-held > h.maxBytes && drop < len(h.events) {
 		r := h.events[drop].Rev()
@@ -87,9 +113,24 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	if drop > 0 {
 		h.events = h.events[drop:]
 	}
-	close(h.wake)
-	h.wake = make(chan struct{})
 	return dropped
+}
+
+// expire ends a hold whose time is up (the ring's clock says so; a hold
+// started since has its own timer). A held revision that is the newest
+// goes too: the watchers still behind it read the log, as they would
+// after any publish.
+func (h *hub) expire() {
+	h.mu.Lock()
+	dropped := 0
+	if now := h.now(); !h.closed && !now.Before(h.holdUntil) {
+		dropped = h.trim(now)
+	}
+	onExpire := h.onExpire
+	h.mu.Unlock()
+	if dropped > 0 && onExpire != nil {
+		onExpire(dropped)
+	}
 }
 
 // skip moves the Hub on to rev past revisions whose events are gone (a
@@ -116,6 +157,9 @@ func (h *hub) close() {
 	if !h.closed {
 		h.closed = true
 		close(h.wake)
+		if h.expiry != nil {
+			h.expiry.Stop()
+		}
 	}
 }
 

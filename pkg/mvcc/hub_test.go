@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -139,6 +140,23 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 			over:     true,
 		},
 		{
+			// A batch whose first request was a big DeleteRange and whose
+			// others, queued behind it, each made a small revision.
+			name:     "a revision larger than the ring is held though smaller ones follow it in the same publish",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {4, []*Event{ev(3, "b", 200), ev(3, "c", 200), ev(4, "d", 100)}, 0}},
+			base:     1,
+			held:     "2:a 3:b 3:c 4:d",
+			over:     true,
+		},
+		{
+			name:     "and goes after its time",
+			maxBytes: 250,
+			publish:  []publish{{2, []*Event{ev(2, "a", 100)}, 0}, {4, []*Event{ev(3, "b", 200), ev(3, "c", 200), ev(4, "d", 100)}, 0}, {5, []*Event{ev(5, "e", 100)}, hubHold}},
+			base:     3,
+			held:     "4:d 5:e",
+		},
+		{
 			// Revisions that changed nothing the ring holds (a lease
 			// grant) still move its revision.
 			name:     "a revision without events",
@@ -258,4 +276,73 @@ func TestHubWakes(t *testing.T) {
 		t.Fatalf("after close: rev %d closed %v", rev, closed)
 	}
 	h.close() // a second close is harmless
+}
+
+// ringOf is what h holds, read under its lock (its timer changes it).
+func ringOf(h *hub) (held string, base int64, bytes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return revsOf(h.events), h.base, h.bytes
+}
+
+// A revision larger than the ring leaves it when its hold ends, with no
+// publish after it: a store that goes quiet after a big DeleteRange does
+// not keep its events, and the store learns what went.
+func TestHubHoldEndsWithoutAPublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHub(1, 250, time.Now)
+		expired := make(chan int, 2)
+		h.onExpire = func(dropped int) { expired <- dropped }
+		h.publish(2, []*Event{ev(2, "a", 100)})
+		h.publish(3, []*Event{ev(3, "b", 200), ev(3, "c", 200)})
+		time.Sleep(hubHold - time.Millisecond)
+		synctest.Wait()
+		if got, _, _ := ringOf(h); got != "2:a 3:b 3:c" || len(expired) != 0 {
+			t.Fatalf("before the hold ends the ring holds %q and %d drops were reported, want 2:a 3:b 3:c and none", got, len(expired))
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, base, n := ringOf(h); got != "" || base != 3 || n != 0 {
+			t.Fatalf("after the hold the ring holds %q (%d bytes), base %d; want it empty, base 3", got, n, base)
+		}
+		if len(expired) != 1 {
+			t.Fatalf("%d drops reported, want 1", len(expired))
+		}
+		if n := <-expired; n != 500 {
+			t.Fatalf("reported %d bytes dropped, want 500", n)
+		}
+		// Watchers behind it read the log now; one at the newest revision
+		// still waits in the ring.
+		if _, ok := h.read(3, 3, fromKey("")); ok {
+			t.Error("revision 3 still reads from the ring")
+		}
+		if _, ok := h.read(4, 4, fromKey("")); !ok {
+			t.Error("revision 4 (not yet published) does not read from the ring")
+		}
+		h.close()
+	})
+}
+
+// A hold that a newer large revision replaced does not end the new one
+// early, and a closed hub's timer does nothing.
+func TestHubHoldRestartsWithALargerRevision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHub(1, 250, time.Now)
+		h.publish(2, []*Event{ev(2, "a", 300)})
+		time.Sleep(hubHold / 2)
+		h.publish(3, []*Event{ev(3, "b", 300)})
+		time.Sleep(hubHold/2 + time.Millisecond)
+		synctest.Wait()
+		// Revision 2 went at the publish of 3 (it no longer counted as
+		// held); 3 is still held when 2's hold would have ended.
+		if got, _, _ := ringOf(h); got != "3:b" {
+			t.Fatalf("half a hold after revision 3 the ring holds %q, want 3:b", got)
+		}
+		h.close()
+		time.Sleep(hubHold)
+		synctest.Wait()
+		if got, _, _ := ringOf(h); got != "3:b" {
+			t.Fatalf("a closed hub's ring changed to %q", got)
+		}
+	})
 }

@@ -1,5 +1,7 @@
 package mvcc
 
+import "time"
+
 // publisher makes a committed batch visible to reads, watchers and the
 // lease table. The writer calls it after every commit and before any
 // request of the batch is answered, so that a read or watch that starts
@@ -43,9 +45,7 @@ func (p localPublisher) published(c *committed) {
 	c.applyLeases(s.leases)
 	if c.rev != c.startRev {
 		// The events are the batch's own: the Hub keeps them.
-		if s.hub.publish(c.rev, c.events) >= releaseBytes {
-			s.releaseMemory()
-		}
+		s.droppedFromHub(s.hub.publish(c.rev, c.events))
 	}
 }
 
@@ -54,10 +54,25 @@ func (p localPublisher) published(c *committed) {
 // store hand the memory back to the operating system.
 const releaseBytes = 64 << 20
 
+// droppedFromHub is told how many bytes of events the Hub dropped at once,
+// at a publish or when a hold ended (hub.expire).
+func (s *Store) droppedFromHub(bytes int) {
+	if bytes >= releaseBytes {
+		s.releaseMemory()
+	}
+}
+
+// releaseAgain is how long after the first the second release comes.
+// Watchers still sending a big revision's events when the Hub drops them
+// (200,000 events of 1 KiB take a watcher about a second here) keep them
+// alive through the first; on a store that then goes quiet nothing would
+// collect them again for minutes.
+const releaseAgain = 5 * time.Second
+
 // releaseMemory returns the freed heap to the operating system in the
-// background: the Go runtime would otherwise keep it until a later
-// collection, long after the delete, and the process would stay at its
-// peak. At most one runs at a time.
+// background, twice (releaseAgain): the Go runtime would otherwise keep it
+// until a later collection, long after the delete, and the process would
+// stay at its peak. At most one runs at a time.
 func (s *Store) releaseMemory() {
 	if !s.releasing.CompareAndSwap(false, true) {
 		return
@@ -65,5 +80,10 @@ func (s *Store) releaseMemory() {
 	go func() {
 		defer s.releasing.Store(false)
 		s.freeOSMemory()
+		select {
+		case <-time.After(releaseAgain):
+			s.freeOSMemory()
+		case <-s.bgCtx.Done():
+		}
 	}()
 }

@@ -150,6 +150,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
 	s.hub = newHub(st.rev, opts.RingBytes, opts.Now)
+	s.hub.onExpire = s.droppedFromHub
 	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
 
 	// The one place that tells the databases apart: who writes besides us

@@ -237,7 +237,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.
 		storeMax(&t.s.committed, to)
-		t.s.hub.publish(to, evs)
+		t.s.droppedFromHub(t.s.hub.publish(to, evs))
 	}
 	storeMax(&t.s.committed, rev)
 	return nil
@@ -262,7 +262,7 @@ func (t *tailer) published(c *committed) {
 		// The tailer already read it back.
 	case have == c.startRev:
 		storeMax(&t.s.committed, c.rev)
-		t.s.hub.publish(c.rev, c.events)
+		t.s.droppedFromHub(t.s.hub.publish(c.rev, c.events))
 	default:
 		if err := t.catchUpLocked(context.Background()); err != nil {
 			// The tailer will publish it once the database answers.
