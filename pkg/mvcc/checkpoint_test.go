@@ -357,39 +357,40 @@ func TestCommitsKeepTheWALSmall(t *testing.T) {
 	}
 }
 
+// putBig writes over 64 MiB of values under /big/, each put far less.
+func putBig(t *testing.T, s *mvcc.Store) {
+	t.Helper()
+	value := string(bytes.Repeat([]byte("v"), 1400<<10))
+	for i := range 50 {
+		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/big/%02d", i), value, 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func deleteBig(t *testing.T, s *mvcc.Store) {
+	t.Helper()
+	if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/big/", "/big0")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The memory a big DeleteRange frees goes back to the operating system
 // once its events leave the Hub, not before (watchers read them there)
 // and not for ordinary writes.
 func TestLargeDeleteReleasesMemory(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "m.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mvcc.Open(context.Background(), d, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, mvcc.Options{Logger: slog.New(slog.DiscardHandler), Now: clock.Now})
 	var released atomic.Int64
 	s.OnReleaseMemory(func() { released.Add(1) })
-	ctx := context.Background()
-	// Over 64 MiB in all, each put far less.
-	value := bytes.Repeat([]byte("v"), 1400<<10)
-	for i := range 50 {
-		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/big/%02d", i), string(value), 0)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putBig(t, s)
 	write := func() {
 		t.Helper()
-		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/other"), "x", 0)}}); err != nil {
+		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/other"), "x", 0)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/big/", "/big0")}}); err != nil {
-		t.Fatal(err)
-	}
+	deleteBig(t, s)
 	write()
 	if n := released.Load(); n != 0 {
 		t.Fatalf("memory released %d times while the Hub holds the delete's events", n)
@@ -411,27 +412,11 @@ func TestLargeDeleteReleasesMemory(t *testing.T) {
 // back: the delete's events leave the Hub when their hold ends, with no
 // write after them, and the memory goes back twice.
 func TestLargeDeleteReleasesMemoryWithNoWriteAfterIt(t *testing.T) {
-	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "m.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mvcc.Open(context.Background(), d, mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
 	released := make(chan struct{}, 1)
 	s.OnReleaseMemory(func() { released <- struct{}{} })
-	ctx := context.Background()
-	value := bytes.Repeat([]byte("v"), 1400<<10)
-	for i := range 50 {
-		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Appendf(nil, "/big/%02d", i), string(value), 0)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/big/", "/big0")}}); err != nil {
-		t.Fatal(err)
-	}
+	putBig(t, s)
+	deleteBig(t, s)
 	select {
 	case <-released:
 	case <-time.After(30 * time.Second):
