@@ -38,8 +38,9 @@ type hub struct {
 	// quiet after a big DeleteRange would otherwise keep its events, and
 	// with them the deleted values, until its next write. onExpire (set
 	// once, before the first publish) learns how many bytes that dropped.
-	expiry   *time.Timer
-	onExpire func(dropped int)
+	expiry    *time.Timer
+	expiryGen uint64 // the current hold's timer; an earlier one that fires late does nothing
+	onExpire  func(dropped int)
 }
 
 // hubHold is how long a revision larger than the ring stays in it: long
@@ -74,10 +75,7 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	now := h.now()
 	if big != 0 {
 		h.holdRev, h.holdBytes, h.holdUntil = big, bigBytes, now.Add(hubHold)
-		if h.expiry != nil {
-			h.expiry.Stop()
-		}
-		h.expiry = time.AfterFunc(hubHold, h.expire)
+		h.armExpiry(hubHold)
 	}
 	h.bytes += size
 	h.events = append(h.events, evs...)
@@ -116,14 +114,31 @@ func (h *hub) trim(now time.Time) (dropped int) {
 	return dropped
 }
 
-// expire ends a hold whose time is up (the ring's clock says so; a hold
-// started since has its own timer). A held revision that is the newest
-// goes too: the watchers still behind it read the log, as they would
-// after any publish.
-func (h *hub) expire() {
+// armExpiry (with mu held) starts the current hold's timer, in place of
+// any earlier hold's.
+func (h *hub) armExpiry(d time.Duration) {
+	if h.expiry != nil {
+		h.expiry.Stop()
+	}
+	h.expiryGen++
+	gen := h.expiryGen
+	h.expiry = time.AfterFunc(d, func() { h.expire(gen) })
+}
+
+// expire ends hold gen when its time is up by the ring's clock, or waits
+// again when that clock is behind the timer's. A held revision that is
+// the newest goes too: the watchers still behind it read the log, as they
+// would after any publish.
+func (h *hub) expire(gen uint64) {
 	h.mu.Lock()
 	dropped := 0
-	if now := h.now(); !h.closed && !now.Before(h.holdUntil) {
+	switch now := h.now(); {
+	case h.closed || gen != h.expiryGen:
+		// Closed, or a later hold replaced this one and has its own timer.
+	case now.Before(h.holdUntil):
+		// Not too often, however slowly that clock moves.
+		h.armExpiry(max(h.holdUntil.Sub(now), 10*time.Millisecond))
+	default:
 		dropped = h.trim(now)
 	}
 	onExpire := h.onExpire

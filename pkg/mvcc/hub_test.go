@@ -3,6 +3,7 @@ package mvcc
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -168,6 +169,8 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub(1, tc.maxBytes, nil)
+			// A hold's timer must not outlive the case.
+			t.Cleanup(h.close)
 			now := time.Unix(1000, 0)
 			h.now = func() time.Time { return now }
 			var last int64
@@ -343,6 +346,32 @@ func TestHubHoldRestartsWithALargerRevision(t *testing.T) {
 		synctest.Wait()
 		if got, _, _ := ringOf(h); got != "3:b" {
 			t.Fatalf("a closed hub's ring changed to %q", got)
+		}
+	})
+}
+
+// The ring's clock (Options.Now) decides when a hold ends, not the timer's:
+// when it is behind, the hold lasts until it catches up, and then ends
+// without a publish.
+func TestHubHoldFollowsTheRingsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ringNow := time.Unix(1_000_000, 0)
+		h := newHub(1, 250, func() time.Time { mu.Lock(); defer mu.Unlock(); return ringNow })
+		defer h.close()
+		h.publish(2, []*Event{ev(2, "a", 300)})
+		time.Sleep(2 * hubHold)
+		synctest.Wait()
+		if got, _, _ := ringOf(h); got != "2:a" {
+			t.Fatalf("with the ring's clock still at the publish the ring holds %q, want 2:a", got)
+		}
+		mu.Lock()
+		ringNow = ringNow.Add(hubHold)
+		mu.Unlock()
+		time.Sleep(hubHold)
+		synctest.Wait()
+		if got, base, _ := ringOf(h); got != "" || base != 2 {
+			t.Fatalf("once the ring's clock passed the hold the ring holds %q, base %d; want it empty, base 2", got, base)
 		}
 	})
 }

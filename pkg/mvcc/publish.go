@@ -69,21 +69,27 @@ func (s *Store) droppedFromHub(bytes int) {
 // collect them again for minutes.
 const releaseAgain = 5 * time.Second
 
-// releaseMemory returns the freed heap to the operating system in the
-// background, twice (releaseAgain): the Go runtime would otherwise keep it
-// until a later collection, long after the delete, and the process would
-// stay at its peak. At most one runs at a time.
+// releaseMemory returns the freed heap to the operating system now in the
+// background, and again releaseAgain after the last drop: the Go runtime
+// would otherwise keep it until a later collection, long after the
+// delete, and the process would stay at its peak.
 func (s *Store) releaseMemory() {
-	if !s.releasing.CompareAndSwap(false, true) {
+	go s.freeMemory()
+	s.releaseMu.Lock()
+	defer s.releaseMu.Unlock()
+	if s.releaseLater == nil {
+		s.releaseLater = time.AfterFunc(releaseAgain, s.freeMemory)
+	} else {
+		s.releaseLater.Reset(releaseAgain)
+	}
+}
+
+// freeMemory is one release; at most one runs at a time, and none once
+// the store is closed.
+func (s *Store) freeMemory() {
+	if s.closed.Load() || !s.releasing.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		defer s.releasing.Store(false)
-		s.freeOSMemory()
-		select {
-		case <-time.After(releaseAgain):
-			s.freeOSMemory()
-		case <-s.bgCtx.Done():
-		}
-	}()
+	defer s.releasing.Store(false)
+	s.freeOSMemory()
 }

@@ -74,9 +74,12 @@ type Store struct {
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
 	// releasing is set while freed memory goes back to the operating
-	// system (publish.go) through freeOSMemory (tests count the calls).
+	// system (publish.go) through freeOSMemory (tests count the calls);
+	// releaseLater is the second release, after the last big drop.
 	releasing    atomic.Bool
 	freeOSMemory func()
+	releaseMu    sync.Mutex
+	releaseLater *time.Timer
 	// background runs the work a batch leaves behind on the readers' pool
 	// (batch_direct.go's checkpoint): Close cancels bgCtx and waits for it
 	// before it closes that pool.
@@ -223,6 +226,11 @@ func (s *Store) Close() error {
 			s.tail.close()
 		}
 		s.hub.close()
+		s.releaseMu.Lock()
+		if s.releaseLater != nil {
+			s.releaseLater.Stop()
+		}
+		s.releaseMu.Unlock()
 		s.wstmts.close()
 		s.rstmts.close()
 		s.closeErr = s.wdb.Close()
