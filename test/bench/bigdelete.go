@@ -31,7 +31,7 @@ type bigDeleteResult struct {
 	rssPeak             int64         // from right before the delete to the last event delivered
 	failed              int64         // writers' and readers' requests that failed (timeouts: -req-timeout)
 	timedOut            bool          // the server answered the delete "request timed out" (etcd)
-	lastEvent           time.Duration // from the delete's answer until the watcher had every event (polled every 2 ms)
+	lastEvent           time.Duration // from the delete's answer until the watcher had every event (polled every 2 ms); 0 if it never had
 }
 
 // waitGone waits until no key is left under prefix.
@@ -192,13 +192,27 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 	}
 	delFrom := time.Now()
 	// When the watcher has every event, timed apart from the wait below
-	// (which starts a second after the answer).
+	// (which starts a second after the answer); the zero time if it never
+	// had them by the end of that wait.
 	allEvents := make(chan time.Time, 1)
+	quitPoll := make(chan struct{})
 	go func() {
-		for end := delFrom.Add(2 * time.Minute); events.Load() < int64(ec.delKeys) && time.Now().Before(end) && ctx.Err() == nil; {
-			time.Sleep(2 * time.Millisecond)
+		for events.Load() < int64(ec.delKeys) {
+			select {
+			case <-quitPoll:
+				allEvents <- time.Time{}
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
 		}
 		allEvents <- time.Now()
+	}()
+	defer func() {
+		select {
+		case <-quitPoll:
+		default:
+			close(quitPoll)
+		}
 	}()
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Minute)
 	dresp, err := conns[0].Delete(dctx, bigDeletePrefix, clientv3.WithPrefix())
@@ -232,7 +246,10 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.events = events.Load()
-	res.lastEvent = (<-allEvents).Sub(delTo)
+	close(quitPoll)
+	if at := <-allEvents; !at.IsZero() {
+		res.lastEvent = at.Sub(delTo)
+	}
 	peak, err := readMemory(srv.pid)
 	if err != nil {
 		return nil, err
@@ -246,8 +263,12 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 	res.rssAfter = after.rss
 	// Each round's, since the table shows the best: memory that comes
 	// back in one round and not in another shows here.
-	logf("    delete %v, writes during p99 %v, last event %v after it, RSS %s before, %s peak, %s 10 s after",
-		res.delTime.Round(time.Millisecond), res.write.p99.Round(time.Millisecond), res.lastEvent.Round(time.Millisecond), fmtMB(res.rssBefore), fmtMB(res.rssPeak), fmtMB(res.rssAfter))
+	last := fmt.Sprintf("last event %v after it", res.lastEvent.Round(time.Millisecond))
+	if res.events < int64(ec.delKeys) {
+		last = fmt.Sprintf("%d of %d events", res.events, ec.delKeys)
+	}
+	logf("    delete %v, writes during p99 %v, %s, RSS %s before, %s peak, %s 10 s after",
+		res.delTime.Round(time.Millisecond), res.write.p99.Round(time.Millisecond), last, fmtMB(res.rssBefore), fmtMB(res.rssPeak), fmtMB(res.rssAfter))
 	if e, _ := ws.err.Load().(string); e != "" && wctx.Err() == nil {
 		return res, fmt.Errorf("watch: %s", e)
 	}

@@ -46,9 +46,12 @@ func (t *pgnetLatency) Pipe(stub *toxics.ToxicStub) {
 	fine, err := newFineSleeper()
 	if err != nil {
 		logf("pgnet: %v; the proxy's delays fall back to Go's timers, which wait about a millisecond at least", err)
-	} else {
-		defer fine.close()
 	}
+	defer func() {
+		if fine != nil {
+			fine.close()
+		}
+	}()
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -62,8 +65,16 @@ func (t *pgnetLatency) Pipe(stub *toxics.ToxicStub) {
 			// Measured from when the proxy read the chunk: chunks that queue
 			// behind each other are not delayed twice.
 			if wait := delay - time.Since(c.Timestamp); wait > 0 && !t.off.Load() {
-				if fine == nil || fine.sleep(wait) != nil {
-					time.Sleep(wait)
+				if fine != nil {
+					if err := fine.sleep(wait); err != nil {
+						logf("pgnet: %v; this stream's delays fall back to Go's timers", err)
+						fine.close()
+						fine = nil
+					}
+				}
+				// What is left of the wait (all of it without a timerfd).
+				if left := delay - time.Since(c.Timestamp); left > 0 && fine == nil {
+					time.Sleep(left)
 				}
 				t.delayed.Add(1)
 				t.held.Add(int64(time.Since(c.Timestamp)))
@@ -271,11 +282,11 @@ func printPGNet(w io.Writer, runs []*extraRun[*pgnetResult], ec extraConfig) {
 		}
 		errs := worstOf(r.rounds, func(r *pgnetResult) int64 { return int64(r.errs) })
 		lost := worstOf(r.rounds, func(r *pgnetResult) int64 { return r.lost })
-		// The longest of the rounds: the figures beside it are never from
-		// a shorter distance than it says.
-		var oneWay time.Duration
+		// The shortest of the rounds: every round, whichever gave a figure
+		// beside it, had at least this distance.
+		oneWay := r.rounds[0].oneWay
 		for _, rr := range r.rounds {
-			oneWay = max(oneWay, rr.oneWay)
+			oneWay = min(oneWay, rr.oneWay)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %.1f | %s | %.1f | %.1f | %s | %s | %d | %d |\n", r.t.name,
 			fmtSec(oneWay.Seconds()), fmtSec(bestOf(r.rounds, p50, false)), fmtSec(bestOf(r.rounds, p99, false)), bestOf(r.rounds, rtts, false),
