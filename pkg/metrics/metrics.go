@@ -34,6 +34,13 @@ var (
 		Name: "quantykube_write_batch_failures_total",
 		Help: "Write batches the database refused or that failed to commit.",
 	})
+	// AssumedBatches counts PostgreSQL write batches that began from the
+	// rows the writer remembers instead of a read (ADR-007, "One round
+	// trip"), by how each ended.
+	AssumedBatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quantykube_write_batch_assumed_total",
+		Help: "PostgreSQL write batches evaluated from the rows this replica remembers: sent in one round trip (one_trip), needing a read after all (read), or finding the database changed and run again (missed).",
+	}, []string{"result"})
 	// PrunedRows counts log rows retention removed.
 	PrunedRows = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quantykube_retention_pruned_rows_total",
@@ -60,7 +67,7 @@ var (
 // own are QuantyKube's collectors, without the Go runtime's and the
 // process's.
 var own = []prometheus.Collector{
-	WriteBatchSize, CommitSeconds, CommitFailures, PrunedRows, Watchers, WatchLogReads, LiveIndexBytes,
+	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, Watchers, WatchLogReads, LiveIndexBytes,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
 	gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),

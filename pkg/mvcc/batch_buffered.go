@@ -7,7 +7,10 @@ import (
 	"errors"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 // The buffered batch serves a database that replicas share across a
@@ -18,6 +21,18 @@ import (
 // whatever its size, unless a request reads what the batch did not name
 // (a range, a lease's deadline). Writes are held back until the batch
 // commits, or until something must read the tables they change.
+//
+// A batch can also assume instead of reading (ADR-007, "One round trip"):
+// while this replica's batches are the only ones committing, the database
+// holds what its last batch left, and the batcher remembers the current
+// rows its batches read and wrote. A batch whose requests name only rows
+// it remembers, or keys a request creates (compares at 0, so absent is
+// the likely state), is evaluated from those rows and sent with the lock
+// and COMMIT as one pipeline, whose statement writes only if the database
+// still holds what was assumed. If not, nothing is written and the batch
+// runs again the usual way. Whatever the batch needs beyond those rows (a
+// range, a key it did not name) begins the usual transaction first and
+// checks the assumption against what it reads.
 
 // sharedBatchTimeout bounds one write batch on a shared database, so that a
 // database across the network cannot hang the writer forever.
@@ -38,7 +53,22 @@ type bufferedBatcher struct {
 	// notify is this replica's prefix for the notifications its batches
 	// send (tail.go), so that its own tailer can ignore them.
 	notify string
+
+	// What the batches may assume, owned by the writer goroutine. last is
+	// the state this replica's last batch committed, and known says that
+	// it and memo are what the database held then (false after any batch
+	// that failed, whose outcome may be unknown). calm counts the batches
+	// in a row that found the database as the one before left it: another
+	// replica writing makes assumptions fail, so they wait for calm.
+	last  BatchStart
+	known bool
+	calm  int
+	memo  rowMemo
 }
+
+// calmBatches is how many batches in a row must find the database as this
+// replica left it before batches assume again.
+const calmBatches = 4
 
 func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
 	// The pool's one connection, held for the batch: the transaction is
@@ -47,25 +77,191 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 	if err != nil {
 		return nil, BatchStart{}, err
 	}
-	// Other replicas may have committed since our last batch: take the
-	// database-wide write lock and start from what is committed.
 	keys := batchKeys(reqs)
-	start, kvs, err := b.sh.BeginBatch(ctx, conn, keys)
+	tx := &bufferedTx{b: b, ctx: ctx, conn: conn, keys: keys, pend: &BatchWrites{}, isDirty: map[string]bool{}}
+	if a := b.assume(reqs, keys); a != nil {
+		tx.assumed = a
+		tx.rows = make(staged, len(keys))
+		for i, k := range a.Keys {
+			tx.rows[string(k)] = a.rows[i]
+		}
+		return tx, a.Start, nil
+	}
+	start, err := tx.lock()
 	if err != nil {
 		release(conn, false)
+		b.known = false
 		return nil, BatchStart{}, err
 	}
-	// Read under the lock, so no other writer changes them before this
-	// batch commits.
-	rows := make(staged, len(keys))
-	for _, k := range keys {
-		rows[string(k)] = nil
+	return tx, start, nil
+}
+
+// assumption is an Assumption with the rows it names.
+type assumption struct {
+	Assumption
+	rows []*mvccpb.KeyValue
+}
+
+// assume returns what a batch of reqs, naming keys, may assume, or nil
+// when it must read the database first.
+func (b *bufferedBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
+	if !b.known || b.calm < calmBatches {
+		return nil
+	}
+	created := map[string]bool{}
+	for _, r := range reqs {
+		// Leases are not in what is assumed: another replica may revoke
+		// one, and a lease's own requests read its row.
+		if r.kind != wTxn || r.txn == nil || usesLease(r.txn) {
+			return nil
+		}
+		walkCreates(r.txn, func(k []byte) { created[string(k)] = true })
+	}
+	a := &assumption{Assumption: Assumption{Start: b.last, Keys: keys, ModRevs: make([]int64, len(keys))}, rows: make([]*mvccpb.KeyValue, len(keys))}
+	for i, k := range keys {
+		kv, ok := b.memo.get(string(k))
+		if !ok && !created[string(k)] {
+			return nil
+		}
+		a.rows[i] = kv
+		if kv != nil {
+			a.ModRevs[i] = kv.ModRevision
+		}
+	}
+	return a
+}
+
+// usesLease reports whether t (or a Txn in it) puts with a lease.
+func usesLease(t *pb.TxnRequest) bool {
+	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
+		for _, op := range ops {
+			switch v := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				if v.RequestPut != nil && v.RequestPut.Lease != 0 {
+					return true
+				}
+			case *pb.RequestOp_RequestTxn:
+				if v.RequestTxn != nil && usesLease(v.RequestTxn) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// walkCreates visits the keys t (or a Txn in it) compares as absent: a
+// mod_revision, create_revision or version equal to 0, as a create does.
+func walkCreates(t *pb.TxnRequest, visit func(key []byte)) {
+	for _, c := range t.Compare {
+		if len(c.RangeEnd) > 0 || c.Result != pb.Compare_EQUAL {
+			continue
+		}
+		switch c.Target {
+		case pb.Compare_MOD:
+			if c.GetModRevision() == 0 {
+				visit(c.Key)
+			}
+		case pb.Compare_CREATE:
+			if c.GetCreateRevision() == 0 {
+				visit(c.Key)
+			}
+		case pb.Compare_VERSION:
+			if c.GetVersion() == 0 {
+				visit(c.Key)
+			}
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
+		for _, op := range ops {
+			if v, ok := op.Request.(*pb.RequestOp_RequestTxn); ok && v.RequestTxn != nil {
+				walkCreates(v.RequestTxn, visit)
+			}
+		}
+	}
+}
+
+// lock begins the batch's transaction the usual way: the database-wide
+// write lock, and the committed state and the rows of the batch's keys
+// read under it, so no other writer changes them before this batch
+// commits. Rows the batch assumed must be what it reads.
+func (t *bufferedTx) lock() (BatchStart, error) {
+	b := t.b
+	start, kvs, err := b.sh.BeginBatch(t.ctx, t.conn, t.keys)
+	if err != nil {
+		return start, err
+	}
+	if start == b.last && b.known {
+		b.calm++
+	} else {
+		// Another replica committed, or this one's last batch failed:
+		// what it remembers may be out of date.
+		b.memo.clear()
+		b.calm = 0
+	}
+	read := make(staged, len(t.keys))
+	for _, k := range t.keys {
+		read[string(k)] = nil
 	}
 	for _, kv := range kvs {
-		rows[string(kv.Key)] = kv
+		read[string(kv.Key)] = kv
 	}
-	return &bufferedTx{b: b, ctx: ctx, conn: conn, rows: rows, pend: &BatchWrites{}, isDirty: map[string]bool{}}, start, nil
+	if a := t.assumed; a != nil {
+		t.assumed = nil
+		held := start == a.Start
+		for i, k := range a.Keys {
+			held = held && read[string(k)].GetModRevision() == a.ModRevs[i]
+		}
+		if !held {
+			metrics.AssumedBatches.WithLabelValues("missed").Inc()
+			return start, ErrAssumption
+		}
+		metrics.AssumedBatches.WithLabelValues("read").Inc()
+		// The batch's own writes so far stay over what it read.
+		for k, kv := range t.rows {
+			read[k] = kv
+		}
+	}
+	t.rows = read
+	return start, nil
 }
+
+// rowMemo remembers current rows (nil: absent) as this replica's last
+// batch left them, within a budget: two generations, the older dropped
+// whole when the newer fills half the budget, so what batches keep
+// touching stays.
+type rowMemo struct {
+	cur, old map[string]*mvccpb.KeyValue
+	bytes    int
+}
+
+// memoBytes bounds what rowMemo holds (keys and values; the values are
+// shared with the events and answers that hold them anyway).
+const memoBytes = 32 << 20
+
+func (m *rowMemo) get(k string) (*mvccpb.KeyValue, bool) {
+	if kv, ok := m.cur[k]; ok {
+		return kv, true
+	}
+	kv, ok := m.old[k]
+	if ok {
+		m.put(k, kv)
+	}
+	return kv, ok
+}
+
+func (m *rowMemo) put(k string, kv *mvccpb.KeyValue) {
+	if m.cur == nil {
+		m.cur = map[string]*mvccpb.KeyValue{}
+	}
+	m.cur[k] = kv
+	m.bytes += len(k) + 64 + len(kv.GetValue())
+	if m.bytes > memoBytes/2 {
+		m.old, m.cur, m.bytes = m.cur, map[string]*mvccpb.KeyValue{}, 0
+	}
+}
+
+func (m *rowMemo) clear() { *m = rowMemo{} }
 
 // release returns the writer's connection to its pool, after rolling back
 // whatever transaction is open on it unless the batch committed. A
@@ -91,7 +287,14 @@ type bufferedTx struct {
 	b    *bufferedBatcher
 	ctx  context.Context
 	conn *sql.Conn
+	keys [][]byte // what the batch's requests name (batchKeys)
 	rows staged
+	// assumed, until the transaction begins, is what the batch assumes
+	// instead (nil: it began with the lock).
+	assumed *assumption
+	// failed is a failure to begin where the batch could not return it:
+	// commit answers it.
+	failed error
 	// The writes held back: log rows in pend, and the keys whose current
 	// row changed (its new state is in rows), in first-change order.
 	pend      *BatchWrites
@@ -101,9 +304,31 @@ type bufferedTx struct {
 	unixMs    int64
 }
 
-func (t *bufferedTx) q() querier { return binder{on: t.conn, d: t.b.s.d} }
+// begun makes sure the transaction has begun, with the lock, before the
+// batch reads the database.
+func (t *bufferedTx) begun() error {
+	if t.failed == nil && t.assumed != nil {
+		_, t.failed = t.lock()
+	}
+	return t.failed
+}
+
+// q is the transaction. Every caller in an assuming batch flushes or
+// scans first, which begins it (assume leaves out leases, whose requests
+// read their rows through q directly); begun here is a safety net, and a
+// failure it meets is answered by commit.
+func (t *bufferedTx) q() querier {
+	t.begun()
+	return binder{on: t.conn, d: t.b.s.d}
+}
 
 func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
+	if kv, ok := t.rows[string(key)]; ok {
+		return kv, nil
+	}
+	if err := t.begun(); err != nil {
+		return nil, err
+	}
 	if kv, ok := t.rows[string(key)]; ok {
 		return kv, nil
 	}
@@ -117,6 +342,9 @@ func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 }
 
 func (t *bufferedTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+	if err := t.begun(); err != nil {
+		return nil, err
+	}
 	if err := t.flush(); err != nil {
 		return nil, err
 	}
@@ -172,6 +400,10 @@ func (t *bufferedTx) held() *BatchWrites {
 }
 
 func (t *bufferedTx) flush() error {
+	// What follows a flush reads the tables.
+	if err := t.begun(); err != nil {
+		return err
+	}
 	p := t.held()
 	if p == nil {
 		return nil
@@ -183,25 +415,54 @@ func (t *bufferedTx) flush() error {
 }
 
 func (t *bufferedTx) leaseExpired(id int64) (bool, error) {
+	if err := t.begun(); err != nil {
+		return false, err
+	}
 	// Another replica may have renewed, revoked or expired it.
 	return t.b.sh.LeaseExpired(t.ctx, t.conn, id)
 }
 
 func (t *bufferedTx) commit(end batchEnd) error {
+	b := t.b
+	if t.failed != nil {
+		release(t.conn, false)
+		b.known = false
+		return t.failed
+	}
 	p := t.pend
 	p.SetRev, p.Rev = end.rev != end.start.Rev, end.rev
 	p.SetCompact, p.Compact = end.compact != end.start.Compact, end.compact
 	t.unixMs = end.unixMs
 	switch {
 	case end.leases:
-		p.Notify = t.b.notify + notifyLease
+		p.Notify = b.notify + notifyLease
 	case p.SetRev || p.SetCompact:
-		p.Notify = t.b.notify + notifyRev
+		p.Notify = b.notify + notifyRev
 	}
-	err := t.b.sh.CommitBatch(t.ctx, t.conn, t.held())
-	release(t.conn, err == nil)
+	var err error
+	if a := t.assumed; a != nil {
+		err = b.sh.CommitAssumed(t.ctx, t.conn, &a.Assumption, t.held())
+		switch {
+		case err == nil:
+			metrics.AssumedBatches.WithLabelValues("one_trip").Inc()
+		case errors.Is(err, ErrAssumption):
+			metrics.AssumedBatches.WithLabelValues("missed").Inc()
+		}
+	} else {
+		err = b.sh.CommitBatch(t.ctx, t.conn, t.held())
+	}
+	// ErrAssumption itself comes after a COMMIT of nothing: the connection
+	// is out of its transaction, and needs no ROLLBACK.
+	release(t.conn, err == nil || err == ErrAssumption)
+	if err != nil {
+		b.known = false
+		if errors.Is(err, ErrAssumption) {
+			b.calm = 0
+		}
+	}
 	switch {
 	case err == nil:
+		b.committed(end, t.rows)
 		return nil
 	case errors.Is(err, ErrRolledBack):
 		return err
@@ -211,4 +472,20 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	return &errCommitUnknown{err: err}
 }
 
-func (t *bufferedTx) rollback() { release(t.conn, false) }
+// committed records what a batch left: the state its successor starts
+// from, and the current rows it read or wrote.
+func (b *bufferedBatcher) committed(end batchEnd, rows staged) {
+	b.last = BatchStart{Rev: end.rev, Compact: end.compact, LastUnixMs: end.start.LastUnixMs}
+	if end.rev != end.start.Rev {
+		b.last.LastUnixMs = end.unixMs
+	}
+	b.known = true
+	for k, kv := range rows {
+		b.memo.put(k, kv)
+	}
+}
+
+func (t *bufferedTx) rollback() {
+	release(t.conn, false)
+	t.b.known = false
+}

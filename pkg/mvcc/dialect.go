@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -64,6 +65,10 @@ type Checkpointer interface {
 //   - a batch's writes are held back and sent with CommitBatch in one
 //     statement, pipelined with the COMMIT, which also wakes the other
 //     replicas: a batch that reads nothing else costs two round trips;
+//   - a batch that can assume what it would read (the writer remembers its
+//     rows, batch_buffered.go) is one round trip instead: CommitAssumed
+//     begins, locks, checks the assumption, writes and commits in one
+//     pipeline;
 //   - a tailer goroutine feeds the Hub from the log table in revision order,
 //     woken by Listen, and follows the compact floor, the retention floors
 //     and the lease table (tail.go): every change of them notifies, so the
@@ -96,6 +101,14 @@ type Shared interface {
 	// that wraps ErrRolledBack the batch has not committed; after any
 	// other, it may have. Either way the caller rolls back.
 	CommitBatch(ctx context.Context, conn *sql.Conn, w *BatchWrites) error
+	// CommitAssumed is a whole batch in one round trip, for a batch the
+	// writer evaluated without BeginBatch's read: it begins a transaction
+	// on conn (idle), takes the write lock, and applies w and commits only
+	// if the database holds what a says; else it writes nothing and
+	// answers ErrAssumption, the value itself when the transaction is
+	// over (nothing to roll back) or wrapped when it may not be. Its other
+	// errors are CommitBatch's.
+	CommitAssumed(ctx context.Context, conn *sql.Conn, a *Assumption, w *BatchWrites) error
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
 	Notify(ctx context.Context, ex Execer, payload string) error
@@ -169,6 +182,22 @@ type LeaseRow struct {
 // ErrRolledBack marks a CommitBatch error after which the batch certainly
 // did not commit: its requests may be retried.
 var ErrRolledBack = errors.New("the batch was rolled back")
+
+// ErrAssumption is CommitAssumed's answer when the database did not hold
+// what the batch assumed: nothing was written, and the batch must run
+// again from what the database holds.
+var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last read it", ErrRolledBack)
+
+// Assumption is what a write batch evaluated without reading the
+// database took it to hold (batch_buffered.go): the committed state as
+// this replica's last batch left it, and the mod_revision of each key's
+// current row that the batch read (0: absent). A row's mod_revision names
+// all of it, since a revision changes a key at most once.
+type Assumption struct {
+	Start   BatchStart
+	Keys    [][]byte
+	ModRevs []int64
+}
 
 // Querier is a connection or a transaction.
 type Querier interface {

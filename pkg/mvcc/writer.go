@@ -210,6 +210,11 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		defer cancel()
 	}
 	c, results, err := w.transact(ctx, reqs)
+	if errors.Is(err, ErrAssumption) {
+		// The batch assumed what the database no longer held and wrote
+		// nothing (batch_buffered.go): again, reading it this time.
+		c, results, err = w.transact(ctx, reqs)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -63,36 +63,87 @@ func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.Batch
 	return withPgx(conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
 		if w != nil {
-			b.Queue(writeBatchSQL, writeBatchArgs(w)...)
+			b.Queue(writeBatchSQL, writeBatchArgs(w, nil)...)
 		}
-		b.Queue("COMMIT")
-		br := c.SendBatch(ctx, b)
-		defer br.Close()
-		if w != nil {
-			if _, err := br.Exec(); err != nil {
-				var pe *pgconn.PgError
-				if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
-					return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
-				}
-				return err
-			}
-		}
-		tag, err := br.Exec()
+		return sendCommit(ctx, c, b, 0, w != nil)
+	})
+}
+
+// CommitAssumed sends BEGIN, the lock, the writes guarded by the check of
+// a, and COMMIT as one pipeline. The check runs in the writes' statement,
+// after the lock, so it sees what the batch before (of any replica)
+// committed; when it fails, the statement writes nothing and the COMMIT
+// that follows commits nothing.
+func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Assumption, w *mvcc.BatchWrites) error {
+	if w == nil {
+		// The statement carries the check: it goes even with nothing to write.
+		w = &mvcc.BatchWrites{}
+	}
+	return withPgx(conn, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(lockBatchSQL)
+		b.Queue(writeBatchSQL, writeBatchArgs(w, a)...)
+		return sendCommit(ctx, c, b, 2, true)
+	})
+}
+
+// sendCommit queues COMMIT after b's statements and sends them: first
+// statements that return nothing of interest (BEGIN, the lock), then, if
+// writes, writeBatchSQL. It tells a refusal, after which nothing committed,
+// from an unknown outcome (see CommitBatch).
+func sendCommit(ctx context.Context, c *pgx.Conn, b *pgx.Batch, first int, writes bool) error {
+	b.Queue("COMMIT")
+	br := c.SendBatch(ctx, b)
+	defer br.Close()
+	refused := func(err error) error {
 		var pe *pgconn.PgError
-		switch {
-		case err == nil && tag.String() != "COMMIT":
-			// COMMIT in a failed transaction answers ROLLBACK.
-			return fmt.Errorf("%w: COMMIT answered %q", mvcc.ErrRolledBack, tag.String())
-		case err == nil:
-			// Committed: what follows its answer does not change that.
-			return nil
-		case errors.As(err, &pe) && pe.SeverityUnlocalized == "ERROR", pgconn.SafeToRetry(err):
-			// A FATAL error may end the session during a commit that has
-			// already reached the log: only an ERROR is a refusal.
+		if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
 			return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
 		}
 		return err
-	})
+	}
+	for range first {
+		if _, err := br.Exec(); err != nil {
+			return refused(err)
+		}
+	}
+	applied := true
+	if writes {
+		if err := br.QueryRow().Scan(&applied); err != nil {
+			return refused(err)
+		}
+	}
+	tag, err := br.Exec()
+	var pe *pgconn.PgError
+	switch {
+	case !applied && err == nil && tag.String() == "COMMIT":
+		// The check failed and nothing was written; the transaction of the
+		// lock alone is over.
+		return mvcc.ErrAssumption
+	case !applied:
+		// Nothing was written either, but the transaction may still be
+		// open: not ErrAssumption itself, so the caller rolls back.
+		return fmt.Errorf("%w (the COMMIT after it: %v)", mvcc.ErrAssumption, errOrTag(err, tag))
+	case err == nil && tag.String() != "COMMIT":
+		// COMMIT in a failed transaction answers ROLLBACK.
+		return fmt.Errorf("%w: COMMIT answered %q", mvcc.ErrRolledBack, tag.String())
+	case err == nil:
+		// Committed: what follows its answer does not change that.
+		return nil
+	case errors.As(err, &pe) && pe.SeverityUnlocalized == "ERROR", pgconn.SafeToRetry(err):
+		// A FATAL error may end the session during a commit that has
+		// already reached the log: only an ERROR is a refusal.
+		return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+	}
+	return err
+}
+
+func errOrTag(err error, tag pgconn.CommandTag) any {
+	if err != nil {
+		return err
+	}
+	return tag.String()
 }
 
 // withPgx runs f on the pgx connection beneath conn: pipelines have no
@@ -150,36 +201,55 @@ FROM current c WHERE c.key = ANY($1::bytea[])`
 // Its parts run on one snapshot and touch disjoint rows (a key is either
 // put or deleted), so their order does not matter. The text never changes,
 // so pgx prepares it once per connection.
+//
+// With $21 true every part is guarded by a check that the database holds
+// what the batch assumed (mvcc.Assumption: meta as it expects, and each
+// named key at the mod_revision it read, 0 for absent): if not, the
+// statement writes nothing. It answers whether it applied.
 const writeBatchSQL = `WITH
+ok AS (
+	SELECT NOT $21::boolean OR (
+		(SELECT value FROM meta WHERE name = 'rev') = $22::bigint
+		AND (SELECT value FROM meta WHERE name = 'compact') = $23::bigint
+		AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = $24::bigint
+		AND NOT EXISTS (SELECT 1 FROM unnest($25::bytea[], $26::bigint[]) AS a(k, m)
+			LEFT JOIN current c ON c.key = a.k WHERE coalesce(c.mod_rev, 0) <> a.m)
+	) AS ok
+),
 l AS (
 	INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms)
 	SELECT r, s, k, v, c, ver, ls, del, $1::bigint
 	FROM unnest($2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[], $9::smallint[])
 		AS t(r, s, k, v, c, ver, ls, del)
+	WHERE (SELECT ok FROM ok)
 ),
 p AS (
 	INSERT INTO current (key, create_rev, mod_rev, version, lease)
 	SELECT * FROM unnest($10::bytea[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
+	WHERE (SELECT ok FROM ok)
 	ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev,
 		mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease
 ),
 d AS (
-	DELETE FROM current WHERE key = ANY($15::bytea[])
+	DELETE FROM current WHERE key = ANY($15::bytea[]) AND (SELECT ok FROM ok)
 ),
 m AS (
 	UPDATE meta SET value = CASE name WHEN 'rev' THEN $16::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $17::bigint END
-	WHERE (name IN ('rev', 'last_unix_ms') AND $18::boolean) OR (name = 'compact' AND $19::boolean)
+	WHERE ((name IN ('rev', 'last_unix_ms') AND $18::boolean) OR (name = 'compact' AND $19::boolean)) AND (SELECT ok FROM ok)
 )
-SELECT pg_notify('` + channel + `', $20::text) WHERE $20::text <> ''`
+SELECT ok.ok FROM ok LEFT JOIN LATERAL (
+	SELECT pg_notify('` + channel + `', $20::text) WHERE ok.ok AND $20::text <> ''
+) n ON true`
 
 // WriteBatch sends the batch in one round trip (see writeBatchSQL).
 func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
-	_, err := q.ExecContext(ctx, writeBatchSQL, writeBatchArgs(w)...)
+	_, err := q.ExecContext(ctx, writeBatchSQL, writeBatchArgs(w, nil)...)
 	return err
 }
 
-// writeBatchArgs are writeBatchSQL's parameters for w.
-func writeBatchArgs(w *mvcc.BatchWrites) []any {
+// writeBatchArgs are writeBatchSQL's parameters for w, checked against a
+// unless it is nil.
+func writeBatchArgs(w *mvcc.BatchWrites, a *mvcc.Assumption) []any {
 	n := len(w.Log)
 	rev, sub, create, version, lease := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, values := make([][]byte, n), make([][]byte, n)
@@ -201,8 +271,13 @@ func writeBatchArgs(w *mvcc.BatchWrites) []any {
 	if del == nil {
 		del = [][]byte{}
 	}
+	check, expect := a != nil, &mvcc.Assumption{Keys: [][]byte{}, ModRevs: []int64{}}
+	if check {
+		expect = a
+	}
 	return []any{w.UnixMs,
 		rev, sub, keys, values, create, version, lease, deleted,
 		pk, pc, pm, pver, pl,
-		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify}
+		del, w.Rev, w.Compact, w.SetRev, w.SetCompact, w.Notify,
+		check, expect.Start.Rev, expect.Start.Compact, expect.Start.LastUnixMs, expect.Keys, expect.ModRevs}
 }

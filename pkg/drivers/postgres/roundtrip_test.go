@@ -12,6 +12,9 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // turnProxy forwards TCP connections to PostgreSQL and counts, per
@@ -101,12 +104,10 @@ func (p *turnProxy) counts() []int64 {
 	return out
 }
 
-// A write batch on PostgreSQL costs two round trips: BEGIN with the lock
-// and the read of the keys it names, then its writes with COMMIT. Counted
-// on the wire, on the writer's connection (the one that turns most).
-func TestBatchTakesTwoRoundTrips(t *testing.T) {
+// openStoreCounted opens a store whose connections go through a turnProxy.
+func openStoreCounted(t *testing.T) (*mvcc.Store, string, *turnProxy) {
 	var proxy *turnProxy
-	s, _ := openStoreVia(t, func(dsn string) string {
+	s, dsn := openStoreVia(t, func(dsn string) string {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -115,27 +116,15 @@ func TestBatchTakesTwoRoundTrips(t *testing.T) {
 		u.Host = proxy.ln.Addr().String()
 		return u.String()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	create := func(k string) {
-		t.Helper()
-		cmp := []*pb.Compare{{Key: []byte(k), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 0}}}
-		resp, err := s.Txn(ctx, &pb.TxnRequest{Compare: cmp, Success: []*pb.RequestOp{putOp(k, "v")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !resp.Succeeded {
-			t.Fatalf("create %s: the key exists", k)
-		}
-	}
-	// The first batch on a connection prepares its statements.
-	create("warm")
-	before := proxy.counts()
-	const n = 20
-	for i := range n {
-		create(fmt.Sprintf("k/%d", i))
-	}
-	after := proxy.counts()
+	return s, dsn, proxy
+}
+
+// turns runs f and returns the round trips it took on the busiest
+// connection: the writer's.
+func (p *turnProxy) turns(f func()) int64 {
+	before := p.counts()
+	f()
+	after := p.counts()
 	var most int64
 	for i, c := range after {
 		if i < len(before) {
@@ -143,9 +132,173 @@ func TestBatchTakesTwoRoundTrips(t *testing.T) {
 		}
 		most = max(most, c)
 	}
-	if most != 2*n {
-		t.Fatalf("%d batches took %d round trips on the busiest connection, want %d (2 each); per connection before %v, after %v", n, most, 2*n, before, after)
+	return most
+}
+
+func modIs(k string, rev int64) []*pb.Compare {
+	return []*pb.Compare{{Key: []byte(k), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: rev}}}
+}
+
+// txn runs a Txn that must not fail.
+func txn(t *testing.T, s *mvcc.Store, r *pb.TxnRequest) *pb.TxnResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := s.Txn(ctx, r)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return resp
+}
+
+// A write batch that must read costs two round trips: BEGIN with the lock
+// and the read of the keys it names, then its writes with COMMIT. Counted
+// on the wire, on the writer's connection (the one that turns most). A
+// put of a key the writer has not seen, with no compare saying it is
+// new, must read its row.
+func TestBatchTakesTwoRoundTrips(t *testing.T) {
+	s, _, proxy := openStoreCounted(t)
+	// The first batch on a connection prepares its statements.
+	txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("warm", "v")}})
+	const n = 20
+	got := proxy.turns(func() {
+		for i := range n {
+			txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Sprintf("k/%d", i), "v")}})
+		}
+	})
+	if got != 2*n {
+		t.Fatalf("%d batches took %d round trips on the busiest connection, want %d (2 each)", n, got, 2*n)
+	}
+}
+
+// warm prepares the writer's statements (a batch's first use of one is a
+// round trip more) and runs enough batches that the next ones assume.
+func warm(t *testing.T, s *mvcc.Store) {
+	t.Helper()
+	txn(t, s, &pb.TxnRequest{Compare: modIs("warm", 1), Failure: []*pb.RequestOp{rangeOp("warm", "")}})
+	for i := range 8 {
+		txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Sprintf("warm/%d", i), "v")}})
+	}
+}
+
+// A batch that names only rows the writer knows, or keys it creates, is
+// one round trip (ADR-007, "One round trip"): creates and updates as
+// kube-apiserver sends them. An update whose compare fails reads the key
+// in its Else branch: that begins the usual transaction, and the answer
+// is the database's.
+func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
+	s, dsn, proxy := openStoreCounted(t)
+	warm(t, s)
+	const n = 20
+	revs := make([]int64, n)
+	got := proxy.turns(func() {
+		for i := range n {
+			k := fmt.Sprintf("k/%d", i)
+			r := txn(t, s, &pb.TxnRequest{Compare: modIs(k, 0), Success: []*pb.RequestOp{putOp(k, "v1")}})
+			if !r.Succeeded {
+				t.Fatalf("create %s: the key exists", k)
+			}
+			revs[i] = r.Header.Revision
+		}
+	})
+	if got != n {
+		t.Fatalf("%d creates took %d round trips, want %d (1 each)", n, got, n)
+	}
+	got = proxy.turns(func() {
+		for i := range n {
+			k := fmt.Sprintf("k/%d", i)
+			r := txn(t, s, &pb.TxnRequest{Compare: modIs(k, revs[i]), Success: []*pb.RequestOp{putOp(k, "v2")}, Failure: []*pb.RequestOp{rangeOp(k, "")}})
+			if !r.Succeeded {
+				t.Fatalf("update %s at %d: compare failed", k, revs[i])
+			}
+		}
+	})
+	if got != n {
+		t.Fatalf("%d updates took %d round trips, want %d (1 each)", n, got, n)
+	}
+	var r *pb.TxnResponse
+	got = proxy.turns(func() {
+		r = txn(t, s, &pb.TxnRequest{Compare: modIs("k/0", revs[0]), Success: []*pb.RequestOp{putOp("k/0", "v3")}, Failure: []*pb.RequestOp{rangeOp("k/0", "")}})
+	})
+	if r.Succeeded {
+		t.Fatalf("an update at a stale revision succeeded")
+	}
+	kvs := r.Responses[0].GetResponseRange().Kvs
+	if len(kvs) != 1 || string(kvs[0].Value) != "v2" {
+		t.Fatalf("the failed update's Get answered %v, want k/0 = v2", kvs)
+	}
+	if got != 3 {
+		t.Fatalf("an update whose compare failed took %d round trips, want 3 (the lock with the read, the Get, the COMMIT)", got)
+	}
+	checkTables(t, dsn)
+}
+
+// What a batch assumed is checked under the lock: another replica's
+// writes since this one's last batch make it run again from the database
+// (one round trip lost, two more), and every answer is the database's.
+func TestAssumptionCheckedUnderTheLock(t *testing.T) {
+	a, dsn, proxy := openStoreCounted(t)
+	d, err := postgres.New(dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := mvcc.Open(ctx, d, mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	calm := func() {
+		t.Helper()
+		warm(t, a)
+	}
+	calm()
+	created := txn(t, a, &pb.TxnRequest{Compare: modIs("k", 0), Success: []*pb.RequestOp{putOp("k", "a1")}}).Header.Revision
+	calm()
+
+	// follow waits until a's tailer has read what b committed: its reads
+	// are round trips on connections of their own.
+	follow := func(rev int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); a.Rev() < rev; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("a is at revision %d, b committed %d", a.Rev(), rev)
+			}
+		}
+	}
+	// b changes k, which a remembers at its create.
+	r := txn(t, b, &pb.TxnRequest{Compare: modIs("k", created), Success: []*pb.RequestOp{putOp("k", "b1")}})
+	if !r.Succeeded {
+		t.Fatal("b's update of k failed")
+	}
+	follow(r.Header.Revision)
+	got := proxy.turns(func() {
+		r = txn(t, a, &pb.TxnRequest{Compare: modIs("k", created), Success: []*pb.RequestOp{putOp("k", "a2")}, Failure: []*pb.RequestOp{rangeOp("k", "")}})
+	})
+	if r.Succeeded {
+		t.Fatal("a's update at the revision it remembered succeeded over b's")
+	}
+	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) != 1 || string(kvs[0].Value) != "b1" {
+		t.Fatalf("a's failed update read %v, want k = b1", kvs)
+	}
+	if got != 4 {
+		t.Fatalf("the batch that assumed a stale k took %d round trips, want 4 (1 refused, then 3)", got)
+	}
+
+	// b creates x, which a has never seen: a's create assumes it absent.
+	calm()
+	follow(txn(t, b, &pb.TxnRequest{Compare: modIs("x", 0), Success: []*pb.RequestOp{putOp("x", "b")}}).Header.Revision)
+	got = proxy.turns(func() {
+		r = txn(t, a, &pb.TxnRequest{Compare: modIs("x", 0), Success: []*pb.RequestOp{putOp("x", "a")}})
+	})
+	if r.Succeeded {
+		t.Fatal("a created x over b's")
+	}
+	if got != 3 {
+		t.Fatalf("the create that assumed x absent took %d round trips, want 3", got)
+	}
+	checkTables(t, dsn)
 }
 
 // A batch whose writes PostgreSQL refuses certainly did not commit, though
