@@ -56,14 +56,18 @@ type bufferedBatcher struct {
 
 	// What the batches may assume, owned by the writer goroutine. last is
 	// the state this replica's last batch committed, and known says that
-	// it and memo are what the database held then (false after any batch
-	// that failed, whose outcome may be unknown). calm counts the batches
+	// it and memo are what the database held then (false after a batch
+	// that failed, whose outcome may be unknown, unless all it found wrong
+	// was a row it assumed: forget). calm counts the batches
 	// in a row that found the database as the one before left it: another
 	// replica writing makes assumptions fail, so they wait for calm.
-	last  BatchStart
-	known bool
-	calm  int
-	memo  rowMemo
+	// readNext makes the next batch read: the one that runs again after
+	// its assumption failed.
+	last     BatchStart
+	known    bool
+	calm     int
+	memo     rowMemo
+	readNext bool
 }
 
 // calmBatches is how many batches in a row must find the database as this
@@ -90,7 +94,7 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 	start, err := tx.lock()
 	if err != nil {
 		release(conn, false)
-		b.known = false
+		b.forget(err)
 		return nil, BatchStart{}, err
 	}
 	return tx, start, nil
@@ -105,6 +109,10 @@ type assumption struct {
 // assume returns what a batch of reqs, naming keys, may assume, or nil
 // when it must read the database first.
 func (b *bufferedBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
+	if b.readNext {
+		b.readNext = false
+		return nil
+	}
 	if !b.known || b.calm < calmBatches {
 		return nil
 	}
@@ -214,6 +222,9 @@ func (t *bufferedTx) lock() (BatchStart, error) {
 		}
 		if !held {
 			metrics.AssumedBatches.WithLabelValues("missed").Inc()
+			if start == a.Start {
+				return start, ErrAssumedRows
+			}
 			return start, ErrAssumption
 		}
 		metrics.AssumedBatches.WithLabelValues("read").Inc()
@@ -315,12 +326,40 @@ func (t *bufferedTx) begun() error {
 
 // q is the transaction. Every caller in an assuming batch flushes or
 // scans first, which begins it (assume leaves out leases, whose requests
-// read their rows through q directly); begun here is a safety net, and a
-// failure it meets is answered by commit.
+// read their rows through q directly); begun here is a safety net. If it
+// fails, no statement may run on the connection, outside the lock: q
+// answers the failure instead (commit answers it too).
 func (t *bufferedTx) q() querier {
-	t.begun()
+	if err := t.begun(); err != nil {
+		return failedQuerier{err}
+	}
 	return binder{on: t.conn, d: t.b.s.d}
 }
+
+// failedQuerier runs nothing and fails every statement with err.
+type failedQuerier struct{ err error }
+
+func (f failedQuerier) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, f.err
+}
+
+func (f failedQuerier) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, f.err
+}
+
+// QueryRowContext answers through a pool that cannot connect: only
+// database/sql makes a Row that carries an error.
+func (f failedQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	db := sql.OpenDB(failedConnector(f))
+	defer db.Close()
+	return db.QueryRowContext(ctx, q, args...)
+}
+
+type failedConnector struct{ err error }
+
+func (c failedConnector) Connect(context.Context) (driver.Conn, error) { return nil, c.err }
+func (c failedConnector) Driver() driver.Driver                        { return c }
+func (c failedConnector) Open(string) (driver.Conn, error)             { return nil, c.err }
 
 func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	if kv, ok := t.rows[string(key)]; ok {
@@ -426,7 +465,7 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	b := t.b
 	if t.failed != nil {
 		release(t.conn, false)
-		b.known = false
+		b.forget(t.failed)
 		return t.failed
 	}
 	p := t.pend
@@ -451,14 +490,11 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	} else {
 		err = b.sh.CommitBatch(t.ctx, t.conn, t.held())
 	}
-	// ErrAssumption itself comes after a COMMIT of nothing: the connection
-	// is out of its transaction, and needs no ROLLBACK.
-	release(t.conn, err == nil || err == ErrAssumption)
+	// The sentinels themselves come after a COMMIT of nothing: the
+	// connection is out of its transaction, and needs no ROLLBACK.
+	release(t.conn, err == nil || err == ErrAssumption || err == ErrAssumedRows)
 	if err != nil {
-		b.known = false
-		if errors.Is(err, ErrAssumption) {
-			b.calm = 0
-		}
+		b.forget(err)
 	}
 	switch {
 	case err == nil:
@@ -470,6 +506,20 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	// The commit may have reached the database: retrying the requests
 	// could apply them twice. The next batch re-reads the state.
 	return &errCommitUnknown{err: err}
+}
+
+// forget stops batches assuming after a batch failed with err, unless
+// only a row it assumed was wrong (ErrAssumedRows): then no other replica
+// committed, and the rest of what this replica remembers holds. The batch
+// that runs again reads the row, and its commit remembers it.
+func (b *bufferedBatcher) forget(err error) {
+	// The batch runs again, and must read this time.
+	b.readNext = errors.Is(err, ErrAssumption)
+	if errors.Is(err, ErrAssumedRows) {
+		return
+	}
+	b.known = false
+	b.calm = 0
 }
 
 // committed records what a batch left: the state its successor starts
@@ -487,5 +537,10 @@ func (b *bufferedBatcher) committed(end batchEnd, rows staged) {
 
 func (t *bufferedTx) rollback() {
 	release(t.conn, false)
-	t.b.known = false
+	err := t.failed
+	if err == nil {
+		// Whatever failed, it was not what this replica remembers.
+		err = errors.New("rolled back")
+	}
+	t.b.forget(err)
 }

@@ -105,9 +105,10 @@ type Shared interface {
 	// writer evaluated without BeginBatch's read: it begins a transaction
 	// on conn (idle), takes the write lock, and applies w and commits only
 	// if the database holds what a says; else it writes nothing and
-	// answers ErrAssumption, the value itself when the transaction is
-	// over (nothing to roll back) or wrapped when it may not be. Its other
-	// errors are CommitBatch's.
+	// answers ErrAssumption (ErrAssumedRows when meta held and a key's row
+	// did not), the sentinel itself when the transaction is over (nothing
+	// to roll back) or wrapped when it may not be. Its other errors are
+	// CommitBatch's.
 	CommitAssumed(ctx context.Context, conn *sql.Conn, a *Assumption, w *BatchWrites) error
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
@@ -183,10 +184,17 @@ type LeaseRow struct {
 // did not commit: its requests may be retried.
 var ErrRolledBack = errors.New("the batch was rolled back")
 
-// ErrAssumption is CommitAssumed's answer when the database did not hold
-// what the batch assumed: nothing was written, and the batch must run
-// again from what the database holds.
+// ErrAssumption is the answer to a batch that found the database not
+// holding what it assumed, at its commit (CommitAssumed) or when it began
+// its transaction after all (batch_buffered.go): nothing was written, and
+// the batch must run again from what the database holds.
 var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last read it", ErrRolledBack)
+
+// ErrAssumedRows is ErrAssumption when meta held what was assumed and only
+// a key's row did not: no other replica committed, and what this replica
+// remembers of the other keys still holds (a create of a key that exists,
+// which it did not remember).
+var ErrAssumedRows = fmt.Errorf("%w: a key's row was not what the batch assumed", ErrAssumption)
 
 // Assumption is what a write batch evaluated without reading the
 // database took it to hold (batch_buffered.go): the committed state as

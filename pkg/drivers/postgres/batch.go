@@ -73,7 +73,7 @@ func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.Batch
 // a, and COMMIT as one pipeline. The check runs in the writes' statement,
 // after the lock, so it sees what the batch before (of any replica)
 // committed; when it fails, the statement writes nothing and the COMMIT
-// that follows commits nothing.
+// that follows commits only the lock's UPDATE, which changes nothing.
 func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Assumption, w *mvcc.BatchWrites) error {
 	if w == nil {
 		// The statement carries the check: it goes even with nothing to write.
@@ -108,23 +108,27 @@ func sendCommit(ctx context.Context, c *pgx.Conn, b *pgx.Batch, first int, write
 			return refused(err)
 		}
 	}
-	applied := true
+	applied, metaHeld := true, true
 	if writes {
-		if err := br.QueryRow().Scan(&applied); err != nil {
+		if err := br.QueryRow().Scan(&applied, &metaHeld); err != nil {
 			return refused(err)
 		}
+	}
+	missed := mvcc.ErrAssumption
+	if metaHeld {
+		missed = mvcc.ErrAssumedRows
 	}
 	tag, err := br.Exec()
 	var pe *pgconn.PgError
 	switch {
 	case !applied && err == nil && tag.String() == "COMMIT":
 		// The check failed and nothing was written; the transaction of the
-		// lock alone is over.
-		return mvcc.ErrAssumption
+		// lock alone (its UPDATE that changes nothing) is over.
+		return missed
 	case !applied:
 		// Nothing was written either, but the transaction may still be
-		// open: not ErrAssumption itself, so the caller rolls back.
-		return fmt.Errorf("%w (the COMMIT after it: %v)", mvcc.ErrAssumption, errOrTag(err, tag))
+		// open: not the sentinel itself, so the caller rolls back.
+		return fmt.Errorf("%w (the COMMIT after it: %v)", missed, errOrTag(err, tag))
 	case err == nil && tag.String() != "COMMIT":
 		// COMMIT in a failed transaction answers ROLLBACK.
 		return fmt.Errorf("%w: COMMIT answered %q", mvcc.ErrRolledBack, tag.String())
@@ -205,16 +209,18 @@ FROM current c WHERE c.key = ANY($1::bytea[])`
 // With $21 true every part is guarded by a check that the database holds
 // what the batch assumed (mvcc.Assumption: meta as it expects, and each
 // named key at the mod_revision it read, 0 for absent): if not, the
-// statement writes nothing. It answers whether it applied.
+// statement writes nothing. It answers whether it applied, and whether
+// meta held.
 const writeBatchSQL = `WITH
-ok AS (
-	SELECT NOT $21::boolean OR (
-		(SELECT value FROM meta WHERE name = 'rev') = $22::bigint
+held AS (
+	SELECT (SELECT value FROM meta WHERE name = 'rev') = $22::bigint
 		AND (SELECT value FROM meta WHERE name = 'compact') = $23::bigint
-		AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = $24::bigint
-		AND NOT EXISTS (SELECT 1 FROM unnest($25::bytea[], $26::bigint[]) AS a(k, m)
-			LEFT JOIN current c ON c.key = a.k WHERE coalesce(c.mod_rev, 0) <> a.m)
-	) AS ok
+		AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = $24::bigint AS meta,
+		NOT EXISTS (SELECT 1 FROM unnest($25::bytea[], $26::bigint[]) AS a(k, m)
+			LEFT JOIN current c ON c.key = a.k WHERE coalesce(c.mod_rev, 0) <> a.m) AS rows
+),
+ok AS (
+	SELECT NOT $21::boolean OR (meta AND rows) AS ok, NOT $21::boolean OR meta AS meta FROM held
 ),
 l AS (
 	INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms)
@@ -237,7 +243,7 @@ m AS (
 	UPDATE meta SET value = CASE name WHEN 'rev' THEN $16::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $17::bigint END
 	WHERE ((name IN ('rev', 'last_unix_ms') AND $18::boolean) OR (name = 'compact' AND $19::boolean)) AND (SELECT ok FROM ok)
 )
-SELECT ok.ok FROM ok LEFT JOIN LATERAL (
+SELECT ok.ok, ok.meta FROM ok LEFT JOIN LATERAL (
 	SELECT pg_notify('` + channel + `', $20::text) WHERE ok.ok AND $20::text <> ''
 ) n ON true`
 

@@ -354,3 +354,54 @@ func TestRefusedBatchIsRetried(t *testing.T) {
 	}
 	checkTables(t, dsn)
 }
+
+// A create of a key that exists but that the writer does not remember (it
+// was written before this process started) fails the check on its row
+// alone: the batch runs again (3 round trips), and since meta held, what
+// the writer remembers still holds and the next batches are one round
+// trip again, not two until it is calm.
+func TestAssumedRowMissKeepsTheRest(t *testing.T) {
+	before, dsn := openStore(t)
+	txn(t, before, &pb.TxnRequest{Compare: modIs("old", 0), Success: []*pb.RequestOp{putOp("old", "v")}})
+	if err := before.Close(); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startTurnProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	d, err := postgres.New(u.String(), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := mvcc.Open(ctx, d, mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	warm(t, s)
+	var r *pb.TxnResponse
+	got := proxy.turns(func() {
+		r = txn(t, s, &pb.TxnRequest{Compare: modIs("old", 0), Success: []*pb.RequestOp{putOp("old", "again")}})
+	})
+	if r.Succeeded {
+		t.Fatal("a create of an existing key succeeded")
+	}
+	if got != 3 {
+		t.Fatalf("the create that assumed old absent took %d round trips, want 3 (1 refused, then 2)", got)
+	}
+	got = proxy.turns(func() {
+		for i := range 5 {
+			k := fmt.Sprintf("new/%d", i)
+			txn(t, s, &pb.TxnRequest{Compare: modIs(k, 0), Success: []*pb.RequestOp{putOp(k, "v")}})
+		}
+	})
+	if got != 5 {
+		t.Fatalf("5 creates after a row's miss took %d round trips, want 5 (1 each)", got)
+	}
+	checkTables(t, dsn)
+}
