@@ -265,12 +265,19 @@ func (m *rowMemo) put(k string, kv *mvccpb.KeyValue) {
 	if m.cur == nil {
 		m.cur = map[string]*mvccpb.KeyValue{}
 	}
+	if was, ok := m.cur[k]; ok {
+		m.bytes -= memoSize(k, was)
+	}
 	m.cur[k] = kv
-	m.bytes += len(k) + 64 + len(kv.GetValue())
+	m.bytes += memoSize(k, kv)
 	if m.bytes > memoBytes/2 {
 		m.old, m.cur, m.bytes = m.cur, map[string]*mvccpb.KeyValue{}, 0
 	}
 }
+
+// memoSize is what an entry costs: key, value and about what the map and
+// the row's struct take besides.
+func memoSize(k string, kv *mvccpb.KeyValue) int { return len(k) + 64 + len(kv.GetValue()) }
 
 func (m *rowMemo) clear() { *m = rowMemo{} }
 

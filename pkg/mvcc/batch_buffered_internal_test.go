@@ -3,7 +3,10 @@ package mvcc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // A batch that could not begin its transaction runs nothing more on the
@@ -22,5 +25,41 @@ func TestFailedQuerierRunsNothing(t *testing.T) {
 	}
 	if _, err := q.ExecContext(ctx, "DELETE FROM current"); !errors.Is(err, why) {
 		t.Errorf("ExecContext: %v, want %v", err, why)
+	}
+}
+
+// The memo keeps what batches keep touching: a working set that fits half
+// its budget stays whole however often it is rewritten, and a key read
+// from the older generation moves to the newer one before that is dropped.
+func TestRowMemoKeepsTheWorkingSet(t *testing.T) {
+	var m rowMemo
+	value := make([]byte, 1000)
+	n := memoBytes / 2 / memoSize("k/00000", &mvccpb.KeyValue{Value: value}) * 9 / 10
+	key := func(i int) string { return fmt.Sprintf("k/%05d", i) }
+	for i := range n {
+		m.put(key(i), &mvccpb.KeyValue{Key: []byte(key(i)), Value: value})
+	}
+	// Updates, as a batch does them: read the row, write the new one.
+	for pass := range 5 {
+		for i := range n {
+			if _, ok := m.get(key(i)); !ok {
+				t.Fatalf("update pass %d: %s, in a working set of %d that fits, was dropped", pass, key(i), n)
+			}
+			m.put(key(i), &mvccpb.KeyValue{Key: []byte(key(i)), Value: value})
+		}
+	}
+	// Other keys fill the newer generation: it becomes the older one,
+	// and then is dropped unless what is read from it moves up.
+	m.put("hot", &mvccpb.KeyValue{Value: value})
+	for i := range 2 * n {
+		m.put(fmt.Sprintf("other/%05d", i), &mvccpb.KeyValue{Value: value})
+		if i%100 == 0 {
+			if _, ok := m.get("hot"); !ok {
+				t.Fatalf("a key read every 100 puts was dropped after %d", i)
+			}
+		}
+	}
+	if _, ok := m.get(key(0)); ok {
+		t.Fatalf("%s, untouched through two generations, is still held", key(0))
 	}
 }
