@@ -11,7 +11,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/metrics"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -24,17 +23,9 @@ import (
 // PostgreSQL replicas assume in many of them.
 func TestAssumingMatchesSQLite(t *testing.T) {
 	a, dsn := openStore(t)
+	b := openReplica(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	pd, err := postgres.New(dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := mvcc.Open(ctx, pd, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	sd, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "mirror.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -108,15 +108,40 @@ func (p *turnProxy) counts() []int64 {
 func openStoreCounted(t *testing.T) (*mvcc.Store, string, *turnProxy) {
 	var proxy *turnProxy
 	s, dsn := openStoreVia(t, func(dsn string) string {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxy = startTurnProxy(t, u.Host)
-		u.Host = proxy.ln.Addr().String()
-		return u.String()
+		var via string
+		via, proxy = proxied(t, dsn)
+		return via
 	})
 	return s, dsn, proxy
+}
+
+// proxied is dsn through a new turnProxy.
+func proxied(t *testing.T, dsn string) (string, *turnProxy) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startTurnProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	return u.String(), proxy
+}
+
+// openReplica opens another store (a replica, or the same database again)
+// on dsn, closed when the test ends.
+func openReplica(t *testing.T, dsn string) *mvcc.Store {
+	t.Helper()
+	d, err := postgres.New(dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := mvcc.Open(ctx, d, mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // turns runs f and returns the round trips it took on the busiest
@@ -238,17 +263,7 @@ func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
 // (one round trip lost, two more), and every answer is the database's.
 func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 	a, dsn, proxy := openStoreCounted(t)
-	d, err := postgres.New(dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := mvcc.Open(ctx, d, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openReplica(t, dsn)
 	calm := func() {
 		t.Helper()
 		warm(t, a)
@@ -366,23 +381,8 @@ func TestAssumedRowMissKeepsTheRest(t *testing.T) {
 	if err := before.Close(); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startTurnProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	d, err := postgres.New(u.String(), postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := mvcc.Open(ctx, d, mvcc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	via, proxy := proxied(t, dsn)
+	s := openReplica(t, via)
 	warm(t, s)
 	var r *pb.TxnResponse
 	got := proxy.turns(func() {
