@@ -7,7 +7,6 @@ import (
 	"errors"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -70,10 +69,6 @@ type bufferedBatcher struct {
 	readNext bool
 }
 
-// calmBatches is how many batches in a row must find the database as this
-// replica left it before batches assume again.
-const calmBatches = 4
-
 func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
 	// The pool's one connection, held for the batch: the transaction is
 	// the connection's, begun and committed by the dialect's pipelines.
@@ -98,95 +93,6 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 		return nil, BatchStart{}, err
 	}
 	return tx, start, nil
-}
-
-// assumption is an Assumption with the rows it names.
-type assumption struct {
-	Assumption
-	rows []*mvccpb.KeyValue
-}
-
-// assume returns what a batch of reqs, naming keys, may assume, or nil
-// when it must read the database first.
-func (b *bufferedBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
-	if b.readNext {
-		b.readNext = false
-		return nil
-	}
-	if !b.known || b.calm < calmBatches {
-		return nil
-	}
-	created := map[string]bool{}
-	for _, r := range reqs {
-		// Leases are not in what is assumed: another replica may revoke
-		// one, and a lease's own requests read its row.
-		if r.kind != wTxn || r.txn == nil || usesLease(r.txn) {
-			return nil
-		}
-		walkCreates(r.txn, func(k []byte) { created[string(k)] = true })
-	}
-	a := &assumption{Assumption: Assumption{Start: b.last, Keys: keys, ModRevs: make([]int64, len(keys))}, rows: make([]*mvccpb.KeyValue, len(keys))}
-	for i, k := range keys {
-		kv, ok := b.memo.get(string(k))
-		if !ok && !created[string(k)] {
-			return nil
-		}
-		a.rows[i] = kv
-		if kv != nil {
-			a.ModRevs[i] = kv.ModRevision
-		}
-	}
-	return a
-}
-
-// usesLease reports whether t (or a Txn in it) puts with a lease.
-func usesLease(t *pb.TxnRequest) bool {
-	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
-		for _, op := range ops {
-			switch v := op.Request.(type) {
-			case *pb.RequestOp_RequestPut:
-				if v.RequestPut != nil && v.RequestPut.Lease != 0 {
-					return true
-				}
-			case *pb.RequestOp_RequestTxn:
-				if v.RequestTxn != nil && usesLease(v.RequestTxn) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// walkCreates visits the keys t (or a Txn in it) compares as absent: a
-// mod_revision, create_revision or version equal to 0, as a create does.
-func walkCreates(t *pb.TxnRequest, visit func(key []byte)) {
-	for _, c := range t.Compare {
-		if len(c.RangeEnd) > 0 || c.Result != pb.Compare_EQUAL {
-			continue
-		}
-		switch c.Target {
-		case pb.Compare_MOD:
-			if c.GetModRevision() == 0 {
-				visit(c.Key)
-			}
-		case pb.Compare_CREATE:
-			if c.GetCreateRevision() == 0 {
-				visit(c.Key)
-			}
-		case pb.Compare_VERSION:
-			if c.GetVersion() == 0 {
-				visit(c.Key)
-			}
-		}
-	}
-	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
-		for _, op := range ops {
-			if v, ok := op.Request.(*pb.RequestOp_RequestTxn); ok && v.RequestTxn != nil {
-				walkCreates(v.RequestTxn, visit)
-			}
-		}
-	}
 }
 
 // lock begins the batch's transaction the usual way: the database-wide
@@ -236,50 +142,6 @@ func (t *bufferedTx) lock() (BatchStart, error) {
 	t.rows = read
 	return start, nil
 }
-
-// rowMemo remembers current rows (nil: absent) as this replica's last
-// batch left them, within a budget: two generations, the older dropped
-// whole when the newer fills half the budget, so what batches keep
-// touching stays.
-type rowMemo struct {
-	cur, old map[string]*mvccpb.KeyValue
-	bytes    int
-}
-
-// memoBytes bounds what rowMemo holds (keys and values; the values are
-// shared with the events and answers that hold them anyway).
-const memoBytes = 32 << 20
-
-func (m *rowMemo) get(k string) (*mvccpb.KeyValue, bool) {
-	if kv, ok := m.cur[k]; ok {
-		return kv, true
-	}
-	kv, ok := m.old[k]
-	if ok {
-		m.put(k, kv)
-	}
-	return kv, ok
-}
-
-func (m *rowMemo) put(k string, kv *mvccpb.KeyValue) {
-	if m.cur == nil {
-		m.cur = map[string]*mvccpb.KeyValue{}
-	}
-	if was, ok := m.cur[k]; ok {
-		m.bytes -= memoSize(k, was)
-	}
-	m.cur[k] = kv
-	m.bytes += memoSize(k, kv)
-	if m.bytes > memoBytes/2 {
-		m.old, m.cur, m.bytes = m.cur, map[string]*mvccpb.KeyValue{}, 0
-	}
-}
-
-// memoSize is what an entry costs: key, value and about what the map and
-// the row's struct take besides.
-func memoSize(k string, kv *mvccpb.KeyValue) int { return len(k) + 64 + len(kv.GetValue()) }
-
-func (m *rowMemo) clear() { *m = rowMemo{} }
 
 // release returns the writer's connection to its pool, after rolling back
 // whatever transaction is open on it unless the batch committed. A
@@ -342,31 +204,6 @@ func (t *bufferedTx) q() querier {
 	}
 	return binder{on: t.conn, d: t.b.s.d}
 }
-
-// failedQuerier runs nothing and fails every statement with err.
-type failedQuerier struct{ err error }
-
-func (f failedQuerier) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
-	return nil, f.err
-}
-
-func (f failedQuerier) ExecContext(context.Context, string, ...any) (sql.Result, error) {
-	return nil, f.err
-}
-
-// QueryRowContext answers through a pool that cannot connect: only
-// database/sql makes a Row that carries an error.
-func (f failedQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	db := sql.OpenDB(failedConnector(f))
-	defer db.Close()
-	return db.QueryRowContext(ctx, q, args...)
-}
-
-type failedConnector struct{ err error }
-
-func (c failedConnector) Connect(context.Context) (driver.Conn, error) { return nil, c.err }
-func (c failedConnector) Driver() driver.Driver                        { return c }
-func (c failedConnector) Open(string) (driver.Conn, error)             { return nil, c.err }
 
 func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	if kv, ok := t.rows[string(key)]; ok {
@@ -513,20 +350,6 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	// The commit may have reached the database: retrying the requests
 	// could apply them twice. The next batch re-reads the state.
 	return &errCommitUnknown{err: err}
-}
-
-// forget stops batches assuming after a batch failed with err, unless
-// only a row it assumed was wrong (ErrAssumedRows): then no other replica
-// committed, and the rest of what this replica remembers holds. The batch
-// that runs again reads the row, and its commit remembers it.
-func (b *bufferedBatcher) forget(err error) {
-	// The batch runs again, and must read this time.
-	b.readNext = errors.Is(err, ErrAssumption)
-	if errors.Is(err, ErrAssumedRows) {
-		return
-	}
-	b.known = false
-	b.calm = 0
 }
 
 // committed records what a batch left: the state its successor starts

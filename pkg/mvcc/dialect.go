@@ -66,7 +66,7 @@ type Checkpointer interface {
 //     statement, pipelined with the COMMIT, which also wakes the other
 //     replicas: a batch that reads nothing else costs two round trips;
 //   - a batch that can assume what it would read (the writer remembers its
-//     rows, batch_buffered.go) is one round trip instead: CommitAssumed
+//     rows, batch_assume.go) is one round trip instead: CommitAssumed
 //     begins, locks, checks the assumption, writes and commits in one
 //     pipeline;
 //   - a tailer goroutine feeds the Hub from the log table in revision order,
@@ -186,7 +186,7 @@ var ErrRolledBack = errors.New("the batch was rolled back")
 
 // ErrAssumption is the answer to a batch that found the database not
 // holding what it assumed, at its commit (CommitAssumed) or when it began
-// its transaction after all (batch_buffered.go): nothing was written, and
+// its transaction after all (batch_assume.go): nothing was written, and
 // the batch must run again from what the database holds.
 var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last read it", ErrRolledBack)
 
@@ -197,7 +197,7 @@ var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last
 var ErrAssumedRows = fmt.Errorf("%w: a key's row was not what the batch assumed", ErrAssumption)
 
 // Assumption is what a write batch evaluated without reading the
-// database took it to hold (batch_buffered.go): the committed state as
+// database took it to hold (batch_assume.go): the committed state as
 // this replica's last batch left it, and the mod_revision of each key's
 // current row that the batch read (0: absent). A row's mod_revision names
 // all of it, since a revision changes a key at most once.

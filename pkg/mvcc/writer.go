@@ -212,7 +212,7 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 	c, results, err := w.transact(ctx, reqs)
 	if errors.Is(err, ErrAssumption) {
 		// The batch assumed what the database no longer held and wrote
-		// nothing (batch_buffered.go): again, reading it this time.
+		// nothing (batch_assume.go): again, reading it this time.
 		c, results, err = w.transact(ctx, reqs)
 	}
 	if err != nil {
