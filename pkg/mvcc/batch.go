@@ -68,6 +68,16 @@ type batchEnd struct {
 	leases  bool // the batch granted or revoked a lease
 }
 
+// next is the committed state the batch after this one starts from:
+// meta's last batch time moves only with the revision.
+func (e batchEnd) next() BatchStart {
+	st := BatchStart{Rev: e.rev, Compact: e.compact, LastUnixMs: e.start.LastUnixMs}
+	if e.rev != e.start.Rev {
+		st.LastUnixMs = e.unixMs
+	}
+	return st
+}
+
 // batch is one write batch while its requests are applied (txn.go,
 // lease.go): the revision and floor as they move, and what the batch did.
 type batch struct {

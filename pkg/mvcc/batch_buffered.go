@@ -225,9 +225,7 @@ func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 }
 
 func (t *bufferedTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
-	if err := t.begun(); err != nil {
-		return nil, err
-	}
+	// flush begins the transaction first.
 	if err := t.flush(); err != nil {
 		return nil, err
 	}
@@ -355,10 +353,7 @@ func (t *bufferedTx) commit(end batchEnd) error {
 // committed records what a batch left: the state its successor starts
 // from, and the current rows it read or wrote.
 func (b *bufferedBatcher) committed(end batchEnd, rows staged) {
-	b.last = BatchStart{Rev: end.rev, Compact: end.compact, LastUnixMs: end.start.LastUnixMs}
-	if end.rev != end.start.Rev {
-		b.last.LastUnixMs = end.unixMs
-	}
+	b.last = end.next()
 	b.known = true
 	for k, kv := range rows {
 		b.memo.put(k, kv)
@@ -369,7 +364,9 @@ func (t *bufferedTx) rollback() {
 	release(t.conn, false)
 	err := t.failed
 	if err == nil {
-		// Whatever failed, it was not what this replica remembers.
+		// A failure other than a row the batch assumed: nothing was
+		// written, but start again from what the database says rather
+		// than judge what the failure left.
 		err = errors.New("rolled back")
 	}
 	t.b.forget(err)

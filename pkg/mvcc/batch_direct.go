@@ -441,10 +441,7 @@ func (t *directTx) commit(end batchEnd) error {
 	case !t.b.ckptOff && checkpointer:
 		t.b.checkpointSoon()
 	}
-	t.b.last = BatchStart{Rev: end.rev, Compact: end.compact, LastUnixMs: end.start.LastUnixMs}
-	if end.rev != end.start.Rev {
-		t.b.last.LastUnixMs = end.unixMs
-	}
+	t.b.last = end.next()
 	return nil
 }
 
