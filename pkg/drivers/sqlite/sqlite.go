@@ -66,25 +66,20 @@ func (d *Dialect) dsn(extra ...string) string {
 	return "file:" + d.Path + "?" + q.Encode()
 }
 
-// The readers' page caches. A History read of one key reaches rows spread
-// over the whole log table, each through the interior pages of the table's
-// b-tree and of an index. SQLite's cache is LRU and a Log reads each leaf
-// once, so the interior pages survive from one request to the next only in
-// a cache that holds them besides one Log page's leaves; SQLite's default
-// is smaller than those interior pages alone at a million revisions of
-// 1 KiB values. A cache fills only as pages are read (a small database
-// never fills it), and there is one per reader connection: readersCacheKiB
-// is shared among them, each keeping at least SQLite's default. SQLite
-// empties a connection's cache when its next read finds that anything was
-// committed since its last, so this pays for reads between writes (a store
-// at rest, a burst of History reads), not under a steady write load.
-const (
-	readersCacheKiB = 32 << 10
-	defaultCacheKiB = 2000
-)
-
-// readerCacheKiB is the page cache of each of n reader connections.
-func readerCacheKiB(n int) int { return max(defaultCacheKiB, readersCacheKiB/max(n, 1)) }
+// readerCacheKiB is each reader connection's page cache: SQLite's default.
+// SQLite empties a connection's cache when its next read finds that
+// anything was committed since its last, which on a live cluster is
+// nearly every read. Emptying frees every cached page back to
+// modernc.org/memory, which keeps 4 MiB of freed memory mapped (its pages
+// sit in 8 KiB slots) and hands the rest to the OS with madvise, so the
+// next read pays a page fault on each page it caches again. A History Log
+// of 1,000 revisions reads about 1,850 pages: with a cache that held them
+// all (8 MiB, the third round's), that hand-back and refault were 60% of
+// a Log after a commit, which took 4-5x as long as with this cache, which
+// recycles its least recently used pages instead (docs/BENCHMARKS.md,
+// "Issue 14, ninth round"). A larger cache pays only for reads of a store
+// where nothing commits.
+const readerCacheKiB = 2000
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
 	if dir := filepath.Dir(d.Path); dir != "" {
@@ -123,7 +118,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	if readers <= 0 {
 		readers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
-	reader, err = sql.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB(readers))))
+	reader, err = sql.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB)))
 	if err != nil {
 		writer.Close()
 		d.Close()
