@@ -74,11 +74,11 @@ func (d *Dialect) dsn(extra ...string) string {
 // sit in 8 KiB slots) and hands the rest to the OS with madvise, so the
 // next read pays a page fault on each page it caches again. A History Log
 // of 1,000 revisions reads about 1,850 pages: with a cache that held them
-// all (8 MiB, the third round's), that hand-back and refault were 60% of
-// a Log after a commit, which took 4-5x as long as with this cache, which
-// recycles its least recently used pages instead (docs/BENCHMARKS.md,
-// "Issue 14, ninth round"). A larger cache pays only for reads of a store
-// where nothing commits.
+// all (8 MiB, the third round's), that hand-back and refault were 65% of
+// a Log after a commit, and the Log took 3x as long through the server as
+// with this cache, which recycles its least recently used pages instead
+// (docs/BENCHMARKS.md, "Issue 14, ninth round"). A larger cache pays only
+// for reads of a store where nothing commits.
 const readerCacheKiB = 2000
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
