@@ -16,8 +16,10 @@ import (
 // their caches and the writer's hold no more than that default each. The
 // bound is on their sum: modernc.org/sqlite's SQLite keeps one pool of
 // pages for all connections, and a connection at its own limit takes the
-// least recently used page of any other. A bigger cache is freed and
-// faulted in again after every commit (see readerCacheKiB).
+// least recently used page of any other, in the whole process: the test
+// relies on this package's other tests closing their connections, and
+// must not run in parallel with them. A bigger cache is freed and faulted
+// in again after every commit (see readerCacheKiB).
 func TestReaderCacheStaysSmall(t *testing.T) {
 	d, err := New("sqlite://"+filepath.Join(t.TempDir(), "state.db"), Options{Pool: generic.ConnectionPoolConfig{MaxOpen: 4}})
 	if err != nil {
