@@ -46,7 +46,7 @@ func TestReaderCacheStaysSmall(t *testing.T) {
 	}
 	cacheUsed := func(conn *sql.Conn) int {
 		var used int
-		if err := conn.Raw(func(dc any) error {
+		if err := conn.Raw(func(dc any) (err error) {
 			used, _, err = dc.(msqlite.DBStatus).Status(msqlite.DBStatusCacheUsed, false)
 			return err
 		}); err != nil {
