@@ -66,20 +66,22 @@ func (d *Dialect) dsn(extra ...string) string {
 	return "file:" + d.Path + "?" + q.Encode()
 }
 
-// readerCacheKiB is each reader connection's page cache: SQLite's default.
-// SQLite empties a connection's cache when its next read finds that
-// anything was committed since its last, which on a live cluster is
-// nearly every read. Emptying frees every cached page back to
+// readerCacheKiB is each reader connection's page cache, a quarter of
+// SQLite's default. SQLite empties a connection's cache when its next read
+// finds that anything was committed since its last, which on a live
+// cluster is nearly every read. Emptying frees every cached page back to
 // modernc.org/memory, which keeps 4 MiB of freed memory mapped (its pages
-// sit in 8 KiB slots) and hands the rest to the OS with madvise, so the
-// next read pays a page fault on each page it caches again. A History Log
-// of 1,000 revisions reads about 1,850 pages: with a cache that held them
-// all (8 MiB, the third round's), that hand-back and refault were 65% of
-// a Log after a commit, and the Log took 3x as long through the server as
-// with this cache, which recycles its least recently used pages instead
-// (docs/BENCHMARKS.md, "Issue 14, ninth round"). A larger cache pays only
-// for reads of a store where nothing commits.
-const readerCacheKiB = 2000
+// sit in 8 KiB slots, and the writer's churn shares them) and hands the
+// rest to the OS with madvise, so the next read pays a page fault on each
+// page it caches again. Once a cache is full SQLite recycles its least
+// recently used pages and allocates nothing, so the smaller the cache,
+// the less each read after a commit allocates. A History Log of 1,000
+// revisions reads about 1,850 pages: with the third round's 8 MiB, which
+// held them all, it took 3x as long after a commit as with SQLite's
+// default, and with this cache 1.3-1.5x less again; at rest, where only a
+// store that nothing writes to is, a bigger cache was faster
+// (docs/BENCHMARKS.md, "Issue 14, ninth round").
+const readerCacheKiB = 500
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
 	if dir := filepath.Dir(d.Path); dir != "" {
