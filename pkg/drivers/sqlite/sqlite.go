@@ -73,13 +73,13 @@ func (d *Dialect) dsn(extra ...string) string {
 // modernc.org/memory, which keeps 4 MiB of freed memory mapped (its pages
 // sit in 8 KiB slots, and the writer's churn shares them) and hands the
 // rest to the OS with madvise, so the next read pays a page fault on each
-// page it caches again. Once a cache is full SQLite recycles its least
+// page it caches again. Once a cache is full SQLite recycles the least
 // recently used pages and allocates nothing, so the smaller the cache,
 // the less each read after a commit allocates. A History Log of 1,000
 // revisions reads about 1,850 pages: with the third round's 8 MiB, which
 // held them all, it took 3x as long after a commit as with SQLite's
-// default, and with this cache 1.3-1.5x less again; at rest, where only a
-// store that nothing writes to is, a bigger cache was faster
+// default, and this cache takes a fifth to a third off that. Only at
+// rest, in a store nothing writes to, was a bigger cache faster
 // (docs/BENCHMARKS.md, "Issue 14, ninth round").
 const readerCacheKiB = 500
 
