@@ -21,10 +21,14 @@ type best struct {
 	create, createP99, update, updateP99    float64 // ops/s, seconds
 	get, getP99, list, listP99, big, bigP99 float64
 	watchP50, watchP99                      float64
-	watchN                                  int
-	lost, missed, conflicts, bad            int
-	errs                                    int
-	notes                                   []string
+	// server CPU seconds per operation (the lowest of the rounds), and the
+	// harness's beside it
+	createCPU, updateCPU, getCPU, listCPU, bigCPU float64
+	createH, updateH, getH, listH, bigH           float64
+	watchN                                        int
+	lost, missed, conflicts, bad                  int
+	errs                                          int
+	notes                                         []string
 }
 
 func better(cur, v float64, higher bool) float64 {
@@ -58,6 +62,16 @@ func (tr *targetResult) level(c int) best {
 			b.listP99 = better(b.listP99, l.list.p99().Seconds(), false)
 			b.big = better(b.big, l.big.rate(), true)
 			b.bigP99 = better(b.bigP99, l.big.p99().Seconds(), false)
+			b.createCPU = better(b.createCPU, l.create.cpuPerOp(), false)
+			b.updateCPU = better(b.updateCPU, l.update.cpuPerOp(), false)
+			b.getCPU = better(b.getCPU, l.get.cpuPerOp(), false)
+			b.listCPU = better(b.listCPU, l.list.cpuPerOp(), false)
+			b.bigCPU = better(b.bigCPU, l.big.cpuPerOp(), false)
+			b.createH = better(b.createH, l.create.harnessPerOp(), false)
+			b.updateH = better(b.updateH, l.update.harnessPerOp(), false)
+			b.getH = better(b.getH, l.get.harnessPerOp(), false)
+			b.listH = better(b.listH, l.list.harnessPerOp(), false)
+			b.bigH = better(b.bigH, l.big.harnessPerOp(), false)
 			b.watchP50 = better(b.watchP50, pct(l.watch, 0.5).Seconds(), false)
 			b.watchP99 = better(b.watchP99, pct(l.watch, 0.99).Seconds(), false)
 			b.watchN = max(b.watchN, len(l.watch))
@@ -205,6 +219,7 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s |\n", tr.t.name, fmtMB(hwm), fmtMB(rss), fmtMB(size), rev, per)
 	}
+	printCPU(w, results, cfg)
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {
@@ -262,6 +277,84 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 					rss = ratio(float64(qh), float64(ph), false)
 				}
 				row += fmt.Sprintf(" %s | %s |", ratio(a.watchP99, b.watchP99, false), rss)
+				fmt.Fprintln(w, row)
+			}
+		}
+	}
+	printCPURatios(w, qks, peers, cfg)
+}
+
+// fmtCPU gives a server's and the harness's CPU per operation as
+// "server / harness".
+func fmtCPU(server, harness float64) string {
+	if server == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f / %.0f µs", server*1e6, harness*1e6)
+}
+
+// printCPU prints each target's CPU per operation, its own and the
+// harness's. The harness shares the machine's cores with the server, so no
+// rate can exceed cores ÷ (server + harness CPU per operation): the rates
+// of two servers differ less than their CPU does once both are CPU-bound.
+func printCPU(w io.Writer, results []*targetResult, cfg config) {
+	hdr := "| target | clients | create | update | get | list 500 |"
+	sep := "|---|---:|---:|---:|---:|---:|"
+	if cfg.list100k {
+		hdr += " list 10k |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CPU per operation, server / harness (the lowest of the rounds; the harness shares the server's cores):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	for _, tr := range results {
+		for _, c := range cfg.clients {
+			b := tr.level(c)
+			if !b.ok {
+				continue
+			}
+			row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s |", tr.t.name, c,
+				fmtCPU(b.createCPU, b.createH), fmtCPU(b.updateCPU, b.updateH), fmtCPU(b.getCPU, b.getH), fmtCPU(b.listCPU, b.listH))
+			if cfg.list100k {
+				row += " " + fmtCPU(b.bigCPU, b.bigH) + " |"
+			}
+			fmt.Fprintln(w, row)
+		}
+	}
+}
+
+// printCPURatios compares the servers' CPU per operation, peer ÷
+// QuantyKube, the pairs the rate ratios compare.
+func printCPURatios(w io.Writer, qks, peers []*targetResult, cfg config) {
+	hdr := "| QuantyKube vs peer | clients | create | update | get | list 500 |"
+	sep := "|---|---:|---:|---:|---:|---:|"
+	if cfg.list100k {
+		hdr += " list 10k |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Server CPU per operation from this run, peer ÷ QuantyKube (above 1x QuantyKube uses less):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	for _, q := range qks {
+		for _, p := range peers {
+			if p.t.engine != q.t.engine && p.t.name != "etcd" {
+				continue
+			}
+			for _, c := range cfg.clients {
+				a, b := q.level(c), p.level(c)
+				if !a.ok || !b.ok {
+					continue
+				}
+				row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s |", q.t.name, p.t.name, c,
+					ratio(a.createCPU, b.createCPU, false), ratio(a.updateCPU, b.updateCPU, false),
+					ratio(a.getCPU, b.getCPU, false), ratio(a.listCPU, b.listCPU, false))
+				if cfg.list100k {
+					row += " " + ratio(a.bigCPU, b.bigCPU, false) + " |"
+				}
 				fmt.Fprintln(w, row)
 			}
 		}

@@ -36,6 +36,11 @@ type opStats struct {
 	errs     int
 	firstErr string
 	lat      []time.Duration // sorted
+	// serverCPU and harnessCPU are the processes' CPU time over the phase
+	// (serverCPU 0: not known). On a machine whose cores the harness
+	// shares, a rate is capped by the two together, so the server's CPU
+	// per operation is the figure that compares the servers themselves.
+	serverCPU, harnessCPU time.Duration
 }
 
 func (s opStats) rate() float64 {
@@ -59,6 +64,22 @@ func perOp(cpu time.Duration, ops int, known bool) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0fµs", float64(cpu.Microseconds())/float64(ops))
+}
+
+// cpuPerOp is the server's CPU seconds per operation, 0 when not known.
+func (s opStats) cpuPerOp() float64 {
+	if s.ops == 0 {
+		return 0
+	}
+	return s.serverCPU.Seconds() / float64(s.ops)
+}
+
+// harnessPerOp is the harness's CPU seconds per operation, 0 when none ran.
+func (s opStats) harnessPerOp() float64 {
+	if s.ops == 0 {
+		return 0
+	}
+	return s.harnessCPU.Seconds() / float64(s.ops)
 }
 
 func (s opStats) p50() time.Duration { return pct(s.lat, 0.50) }
@@ -349,6 +370,10 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 		srv0, self0 := hooks.phaseCPU()
 		st := f()
 		srv1, self1 := hooks.phaseCPU()
+		if hooks.serverPID > 0 {
+			st.serverCPU = srv1 - srv0
+		}
+		st.harnessCPU = self1 - self0
 		if hooks.stop != nil {
 			hooks.stop(label)
 		}
