@@ -284,6 +284,9 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 		return &roundResult{err: err}
 	}
 	hooks := phaseHooks{serverPID: srv.pid}
+	if t.engine == "postgres" && pg != nil {
+		hooks.dbPID = pg.pid()
+	}
 	if t.profiled {
 		hooks.start = func(name string) {
 			if err := profileControl(t.control, "/start?name="+name); err != nil {

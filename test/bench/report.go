@@ -293,8 +293,8 @@ func fmtCPU(server, harness float64) string {
 	return fmt.Sprintf("%.0f / %.0f µs", server*1e6, harness*1e6)
 }
 
-// printCPU prints each target's CPU per operation, its own and the
-// harness's. The harness shares the machine's cores with the server, so no
+// printCPU prints each target's CPU per operation, its own (with its
+// PostgreSQL cluster's) and the harness's. The harness shares the machine's cores with the server, so no
 // rate can exceed cores ÷ (server + harness CPU per operation): the rates
 // of two servers differ less than their CPU does once both are CPU-bound.
 func printCPU(w io.Writer, results []*targetResult, cfg config) {
@@ -305,7 +305,7 @@ func printCPU(w io.Writer, results []*targetResult, cfg config) {
 		sep += "---:|"
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CPU per operation, server / harness (the lowest of the rounds; the harness shares the server's cores):")
+	fmt.Fprintln(w, "CPU per operation, server / harness (the lowest of the rounds; a PostgreSQL target's server CPU includes its PostgreSQL cluster's; the harness shares the servers' cores):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, hdr)
 	fmt.Fprintln(w, sep)

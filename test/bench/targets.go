@@ -316,6 +316,17 @@ func startPostgres(ctx context.Context, bin string) (*pgCluster, error) {
 	return p, nil
 }
 
+// pid is the cluster's postmaster, 0 if its pid file cannot be read.
+func (p *pgCluster) pid() int {
+	b, err := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	n, _ := strconv.Atoi(strings.TrimSpace(first))
+	return n
+}
+
 func (p *pgCluster) createDB(ctx context.Context, name string) error {
 	return p.run(ctx, "createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-U", "postgres", name)
 }

@@ -111,13 +111,20 @@ type phaseHooks struct {
 	// per request, beside the harness's own: on a machine the clients
 	// share with the server, the two together bound the rate.
 	serverPID int
+	// dbPID, when set, is the server's PostgreSQL postmaster: its cluster's
+	// CPU counts as the server's, since the store's work happens there.
+	dbPID int
 }
 
-// phaseCPU reads the CPU time the server and the harness have used so far
-// (zero for a process it cannot read).
+// phaseCPU reads the CPU time the server (with its database's, if any) and
+// the harness have used so far (zero for a process it cannot read).
 func (h phaseHooks) phaseCPU() (server, harness time.Duration) {
 	if h.serverPID > 0 {
 		server, _ = cpuTime(h.serverPID)
+	}
+	if h.dbPID > 0 {
+		db, _ := treeCPU(h.dbPID)
+		server += db
 	}
 	harness, _ = cpuTime(os.Getpid())
 	return server, harness
