@@ -116,18 +116,17 @@ type phaseHooks struct {
 	dbPID int
 }
 
-// phaseCPU reads the CPU time the server (with its database's, if any) and
-// the harness have used so far (zero for a process it cannot read).
-func (h phaseHooks) phaseCPU() (server, harness time.Duration) {
+// phaseCPU reads the CPU time the server, its database (if any) and the
+// harness have used so far (zero for a process it cannot read).
+func (h phaseHooks) phaseCPU() (server, db, harness time.Duration) {
 	if h.serverPID > 0 {
 		server, _ = cpuTime(h.serverPID)
 	}
 	if h.dbPID > 0 {
-		db, _ := treeCPU(h.dbPID)
-		server += db
+		db, _ = treeCPU(h.dbPID)
 	}
 	harness, _ = cpuTime(os.Getpid())
-	return server, harness
+	return server, db, harness
 }
 
 // drive runs fn for i in [0, n) on `workers` goroutines sharing conns,
@@ -374,18 +373,22 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 		if hooks.start != nil {
 			hooks.start(label)
 		}
-		srv0, self0 := hooks.phaseCPU()
+		srv0, db0, self0 := hooks.phaseCPU()
 		st := f()
-		srv1, self1 := hooks.phaseCPU()
+		srv1, db1, self1 := hooks.phaseCPU()
 		if hooks.serverPID > 0 {
-			st.serverCPU = srv1 - srv0
+			st.serverCPU = srv1 - srv0 + db1 - db0
 		}
 		st.harnessCPU = self1 - self0
 		if hooks.stop != nil {
 			hooks.stop(label)
 		}
-		logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v CPU per op: server %s harness %s, errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond),
-			perOp(srv1-srv0, st.ops, hooks.serverPID > 0), perOp(self1-self0, st.ops, true), st.errs, st.firstErr)
+		dbCPU := ""
+		if hooks.dbPID > 0 {
+			dbCPU = " + PostgreSQL " + perOp(db1-db0, st.ops, true)
+		}
+		logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v CPU per op: server %s%s harness %s, errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond),
+			perOp(srv1-srv0, st.ops, hooks.serverPID > 0), dbCPU, perOp(self1-self0, st.ops, true), st.errs, st.firstErr)
 		return st
 	}
 
