@@ -11,6 +11,17 @@ import (
 
 func (s *Store) IndexEnabled() bool { return s.index.Load() != nil }
 
+// IndexRev is the revision of the live index's published snapshot, 0 when
+// none serves.
+func (s *Store) IndexRev() int64 {
+	if c := s.index.Load(); c != nil {
+		if snap := c.pub.Load(); snap != nil {
+			return snap.rev
+		}
+	}
+	return 0
+}
+
 func (s *Store) IndexServing() bool {
 	c := s.index.Load()
 	return c != nil && c.pub.Load() != nil

@@ -131,12 +131,26 @@ func (c *liveIndex) get(key []byte) *mvccpb.KeyValue {
 // rangeIndexed answers a Range at the latest revision from the live index;
 // ok is false when no index serves or the request asks for another
 // revision.
-func (s *Store) rangeIndexed(r *pb.RangeRequest) (*RangeResult, bool, error) {
+func (s *Store) rangeIndexed(ctx context.Context, r *pb.RangeRequest) (*RangeResult, bool, error) {
 	c := s.index.Load()
 	if c == nil {
 		return nil, false, nil
 	}
-	snap := c.pub.Load()
+	var snap *snapshot
+	if s.tail == nil {
+		snap = c.pub.Load()
+	} else {
+		// Another replica may have compacted past this index's revision,
+		// which SQL checks: only the latest revision is read here. Bad
+		// requests go there too, to be refused without waiting.
+		if r.Revision > 0 || len(r.Key) == 0 || !validSort(r) {
+			return nil, false, nil
+		}
+		var err error
+		if snap, err = s.sharedSnapshot(ctx, r.Serializable); err != nil {
+			return nil, true, err
+		}
+	}
 	if snap == nil || (r.Revision > 0 && r.Revision != snap.rev) {
 		return nil, false, nil
 	}
@@ -235,6 +249,7 @@ func (s *Store) dropIndex(why string) {
 		c.pub.Store(nil)
 	}
 	s.index.Store(nil)
+	s.indexMoved.notify() // reads waiting for it go to SQL
 	metrics.LiveIndexBytes.Set(0)
 	s.log.Warn("live index dropped: reads at the latest revision go to the database", "reason", why)
 }

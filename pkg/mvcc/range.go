@@ -44,7 +44,7 @@ type RangeResult struct {
 // (ReadView): from the live index when it serves the revision asked for,
 // otherwise from SQL.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
-	if res, ok, err := s.rangeIndexed(r); ok {
+	if res, ok, err := s.rangeIndexed(ctx, r); ok {
 		return res, err
 	}
 	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {

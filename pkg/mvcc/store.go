@@ -73,6 +73,10 @@ type Store struct {
 	pruneMu     sync.Mutex
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
+	// On a shared database, indexMoved is notified when the index changes
+	// and fence reads the database's revision (index_shared.go).
+	indexMoved notifier
+	fence      *readFence
 	// releasing is set while freed memory goes back to the operating
 	// system (publish.go) through freeOSMemory (tests count the calls);
 	// releaseLater is the second release, after the last big drop.
@@ -170,6 +174,12 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		if err := s.tail.syncLeases(ctx); err != nil {
 			return nil, s.abandon(err)
 		}
+		if !opts.DisableLiveIndex {
+			// Before the tailer starts: it goes on from the index's revision.
+			if err := s.openSharedIndex(ctx); err != nil {
+				return nil, s.abandon(err)
+			}
+		}
 		s.tail.start()
 		w.b = &bufferedBatcher{s: s, sh: sh, notify: s.tail.instance}
 		w.pub, w.timeout = s.tail, sharedBatchTimeout
@@ -195,6 +205,29 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	go s.pruneLoop()
 	return s, nil
 }
+
+// openSharedIndex loads the live index on a shared database and starts the
+// read fence its reads wait on.
+func (s *Store) openSharedIndex(ctx context.Context) error {
+	c, err := s.loadSharedIndex(ctx, s.opts.LiveIndexBytes)
+	if err != nil {
+		return fmt.Errorf("load the live index: %w", err)
+	}
+	if c == nil {
+		s.log.Warn("the live keys exceed the live index budget: reads go to the database", "live_index_bytes", s.opts.LiveIndexBytes)
+		return nil
+	}
+	s.fence = &readFence{base: s.bgCtx, query: func(ctx context.Context) (rev int64, err error) {
+		err = s.rdb.QueryRowContext(ctx, revSQL).Scan(&rev)
+		return rev, err
+	}}
+	s.index.Store(c)
+	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes, "revision", c.pub.Load().rev)
+	return nil
+}
+
+// revSQL reads the newest committed revision.
+const revSQL = `SELECT value FROM meta WHERE name = 'rev'`
 
 // openIndex loads the live index, unless the live keys exceed its budget.
 func (s *Store) openIndex(ctx context.Context, rev int64) error {
@@ -222,6 +255,7 @@ func (s *Store) Close() error {
 		s.background.Wait()
 		// A closed store answers nothing, not even from memory.
 		s.index.Store(nil)
+		s.indexMoved.notify()
 		if s.tail != nil {
 			s.tail.close()
 		}

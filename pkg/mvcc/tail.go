@@ -208,6 +208,9 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		return err
 	}
 	storeMax(&t.s.compact, compact)
+	if err := t.s.reloadSharedIndex(ctx); err != nil {
+		return err
+	}
 	all := KeyRange{Key: []byte{}, Unbounded: true}
 	for {
 		have, _, _ := t.s.hub.state()
@@ -228,6 +231,11 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 			t.s.log.Warn("this replica fell behind the retention floor; its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
 			storeMax(&t.s.committed, below.Floor-1)
 			t.s.hub.skip(below.Floor - 1)
+			// The live index lacks the skipped changes: read it again.
+			t.s.staleIndex()
+			if err := t.s.reloadSharedIndex(ctx); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -236,6 +244,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// The revision moves before the Hub does, as in localPublisher:
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.
+		t.s.followIndex(have, to, evs)
 		storeMax(&t.s.committed, to)
 		t.s.droppedFromHub(t.s.hub.publish(to, evs))
 	}
@@ -261,6 +270,7 @@ func (t *tailer) published(c *committed) {
 	case have >= c.rev:
 		// The tailer already read it back.
 	case have == c.startRev:
+		t.s.followIndex(have, c.rev, c.events)
 		storeMax(&t.s.committed, c.rev)
 		t.s.droppedFromHub(t.s.hub.publish(c.rev, c.events))
 	default:

@@ -56,6 +56,8 @@ func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	start, _, _ := b.Published()
 	release := b.HoldTailer()
 	var rev int64
+	// A key written once, in the revisions the lagging replica skips.
+	putKey(t, ctx, a, "/f/once", "x", 0)
 	for i := range 20 {
 		rev = put(i)
 		clock.Advance(10 * time.Second)
@@ -86,6 +88,14 @@ func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	waitFor(next)
 	if evs, err := b.Events(ctx, next, next, all); err != nil || len(evs) != 1 || string(evs[0].Kv.Value) != "20" {
 		t.Fatalf("the write after the floor on the lagging replica: %v, %v", evs, err)
+	}
+	// Its live index lacked the skipped changes and was read again.
+	if !b.IndexServing() {
+		t.Fatal("the lagging replica's live index does not serve")
+	}
+	r, err := b.Range(ctx, &pb.RangeRequest{Key: []byte("/f/"), RangeEnd: []byte("/f0")})
+	if err != nil || len(r.Kvs) != 2 || string(r.Kvs[0].Key) != "/f/k" || string(r.Kvs[0].Value) != "20" || string(r.Kvs[1].Key) != "/f/once" {
+		t.Fatalf("the lagging replica lists %v (%v), want /f/k=20 and /f/once", r, err)
 	}
 }
 
