@@ -18,12 +18,15 @@ import (
 // it serves, it is the authority for reads at the latest revision and for
 // the writer's compares, and it never misses.
 //
-// Only a store whose writer is the sole mutator may have one (SQLite: one
-// process, one writer goroutine; the file is locked against a second
-// server). The writer applies each committed batch's events to its own
-// tree, then publishes a copy-on-write clone with the batch's revision
-// before it answers anyone, so a read that starts after an acknowledged
-// write sees it. A snapshot is never written after it is published.
+// One goroutine at a time changes the tree. On SQLite that is the writer,
+// the database's only one (one process, one writer goroutine; the file is
+// locked against a second server): it applies each committed batch's
+// events to its own tree, then publishes a copy-on-write clone with the
+// batch's revision before it answers anyone, so a read that starts after an
+// acknowledged write sees it. On PostgreSQL it is the tailer, which applies
+// every replica's batches in revision order, and reads wait for the index
+// to reach the database's revision (index_shared.go). A snapshot is never
+// written after it is published.
 //
 // It is all or nothing: it answers a range only by holding every key there
 // is, so a count or a list never needs SQL. When the live data outgrows its
@@ -51,11 +54,13 @@ type liveIndex struct {
 	limit int64
 	pub   atomic.Pointer[snapshot]
 
-	// Owned by the writer goroutine (and by Open before it starts).
+	// Owned by the writer goroutine on SQLite, by the tailer's lock on
+	// PostgreSQL (and by Open before either starts).
 	tree  *btree.BTreeG[*mvccpb.KeyValue]
 	bytes int64
 	// stale means the database may hold a state the tree lacks (a commit
-	// whose outcome is unknown); the tree is reloaded before it serves.
+	// whose outcome is unknown, or revisions a replica skipped); the tree
+	// is reloaded before it serves.
 	stale bool
 }
 

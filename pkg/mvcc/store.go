@@ -33,8 +33,8 @@ type Options struct {
 	PruneInterval time.Duration
 	PruneBatch    int
 	// LiveIndexBytes budgets the live index, the in-memory index of the
-	// live keys that serves latest-revision reads (index.go; dialects
-	// without Shared only): 0 takes DefaultLiveIndexBytes.
+	// live keys that serves latest-revision reads (index.go, and
+	// index_shared.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
 	// DisableLiveIndex turns it off.
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
