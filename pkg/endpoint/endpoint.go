@@ -112,8 +112,8 @@ type Config struct {
 	// PruneInterval is how often retention runs (default 30 s).
 	PruneInterval time.Duration
 	// LiveIndexBytes budgets the in-memory index of the live keys that
-	// answers reads at the latest revision on SQLite (0: the default, 256
-	// MiB); DisableLiveIndex turns it off.
+	// answers reads at the latest revision (0: the default, 256 MiB; on
+	// PostgreSQL each replica keeps one); DisableLiveIndex turns it off.
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
