@@ -108,15 +108,53 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 		if c == nil {
 			return nil, nil
 		}
-		if snap := c.pub.Load(); snap != nil && snap.rev >= rev {
+		snap := c.pub.Load()
+		if snap != nil && snap.rev >= rev {
 			return snap, nil
 		}
-		s.tail.need(readLog)
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		// What this replica's writer committed it publishes itself, in
+		// microseconds: waking the tailer for it would cost the database a
+		// query per read under mixed load. Anything else (another
+		// replica's batch, a stale index to load again) is the tailer's.
+		nudge := fenceNudge
+		if snap == nil || rev > s.ownCommitted.Load() {
+			s.tail.need(readLog)
+			nudge = 0
 		}
+		switch waitMoved(ctx, moved, nudge) {
+		case waitEnded:
+			return nil, ctx.Err()
+		case waitTimedOut:
+			s.tail.need(readLog) // a safety net: the publish did not come
+		}
+	}
+}
+
+// fenceNudge is how long a read waits for its own replica's publish before
+// it asks the tailer as well.
+const fenceNudge = 50 * time.Millisecond
+
+const (
+	waitMovedOn = iota
+	waitTimedOut
+	waitEnded // ctx ended
+)
+
+// waitMoved waits for moved, for at most d if d > 0.
+func waitMoved(ctx context.Context, moved <-chan struct{}, d time.Duration) int {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-moved:
+		return waitMovedOn
+	case <-timeout:
+		return waitTimedOut
+	case <-ctx.Done():
+		return waitEnded
 	}
 }
 

@@ -77,6 +77,9 @@ type Store struct {
 	// and fence reads the database's revision (index_shared.go).
 	indexMoved notifier
 	fence      *readFence
+	// ownCommitted is the newest revision this replica's writer committed
+	// on a shared database; it publishes it itself, tailer or not.
+	ownCommitted atomic.Int64
 	// releasing is set while freed memory goes back to the operating
 	// system (publish.go) through freeOSMemory (tests count the calls);
 	// releaseLater is the second release, after the last big drop.

@@ -219,6 +219,9 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		return nil, err
 	}
 	if w.s.Shared() {
+		// Reads waiting for this revision leave it to this publish rather
+		// than wake the tailer (index_shared.go).
+		storeMax(&w.s.ownCommitted, c.rev)
 		// The tailer may read back what other replicas committed before
 		// this batch, or hold the publisher while it reads: a wait on the
 		// database too.
