@@ -13,10 +13,10 @@ import (
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
-// The live index: every live key in memory, kept by the writer and read
-// through immutable snapshots (ADR-008). It is an index, not a cache: while
-// it serves, it is the authority for reads at the latest revision and for
-// the writer's compares, and it never misses.
+// The live index: every live key in memory, read through immutable
+// snapshots (ADR-008, ADR-016). It is an index, not a cache: while it
+// serves, it is the authority for reads at the latest revision (and on
+// SQLite for the writer's compares), and it never misses.
 //
 // One goroutine at a time changes the tree. On SQLite that is the writer,
 // the database's only one (one process, one writer goroutine; the file is
