@@ -293,22 +293,25 @@ func fmtCPU(server, harness float64) string {
 	return fmt.Sprintf("%.0f / %.0f µs", server*1e6, harness*1e6)
 }
 
-// printCPU prints each target's CPU per operation, its own (with its
-// PostgreSQL cluster's) and the harness's. The harness shares the machine's cores with the server, so no
-// rate can exceed cores ÷ (server + harness CPU per operation): the rates
-// of two servers differ less than their CPU does once both are CPU-bound.
-func printCPU(w io.Writer, results []*targetResult, cfg config) {
-	hdr := "| target | clients | create | update | get | list 500 |"
+// cpuTable prints a CPU table's title and header; its first column is
+// named first.
+func cpuTable(w io.Writer, title, first string, cfg config) {
+	hdr := "| " + first + " | clients | create | update | get | list 500 |"
 	sep := "|---|---:|---:|---:|---:|---:|"
 	if cfg.list100k {
 		hdr += " list 10k |"
 		sep += "---:|"
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CPU per operation, server / harness (the lowest of the rounds; a PostgreSQL target's server CPU includes its PostgreSQL cluster's; the harness shares the servers' cores):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, hdr)
-	fmt.Fprintln(w, sep)
+	fmt.Fprintf(w, "\n%s\n\n%s\n%s\n", title, hdr, sep)
+}
+
+// printCPU prints each target's CPU per operation, its own (with its
+// PostgreSQL cluster's) and the harness's. The harness shares the
+// machine's cores with the server, so no rate can exceed cores ÷ (server +
+// harness CPU per operation): the rates of two servers differ less than
+// their CPU does once both are CPU-bound.
+func printCPU(w io.Writer, results []*targetResult, cfg config) {
+	cpuTable(w, "CPU per operation, server / harness (the lowest of the rounds; a PostgreSQL target's server CPU includes its PostgreSQL cluster's; the harness shares the servers' cores):", "target", cfg)
 	for _, tr := range results {
 		for _, c := range cfg.clients {
 			b := tr.level(c)
@@ -328,17 +331,7 @@ func printCPU(w io.Writer, results []*targetResult, cfg config) {
 // printCPURatios compares the servers' CPU per operation, peer ÷
 // QuantyKube, the pairs the rate ratios compare.
 func printCPURatios(w io.Writer, qks, peers []*targetResult, cfg config) {
-	hdr := "| QuantyKube vs peer | clients | create | update | get | list 500 |"
-	sep := "|---|---:|---:|---:|---:|---:|"
-	if cfg.list100k {
-		hdr += " list 10k |"
-		sep += "---:|"
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Server CPU per operation from this run, peer ÷ QuantyKube (above 1x QuantyKube uses less):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, hdr)
-	fmt.Fprintln(w, sep)
+	cpuTable(w, "Server CPU per operation from this run, peer ÷ QuantyKube (above 1x QuantyKube uses less):", "QuantyKube vs peer", cfg)
 	for _, q := range qks {
 		for _, p := range peers {
 			if p.t.engine != q.t.engine && p.t.name != "etcd" {
