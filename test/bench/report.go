@@ -253,35 +253,42 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 	sep += "---:|---:|"
 	fmt.Fprintln(w, hdr)
 	fmt.Fprintln(w, sep)
+	comparePairs(qks, peers, cfg, func(q, p *targetResult, c int, a, b best) {
+		row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s | %s | %s | %s |", q.t.name, p.t.name, c,
+			ratio(a.create, b.create, true), ratio(a.createP99, b.createP99, false),
+			ratio(a.update, b.update, true), ratio(a.updateP99, b.updateP99, false),
+			ratio(a.get, b.get, true), ratio(a.getP99, b.getP99, false), ratio(a.list, b.list, true))
+		if cfg.list100k {
+			row += " " + ratio(a.big, b.big, true) + " |"
+		}
+		rss := "–"
+		if c == cfg.clients[len(cfg.clients)-1] {
+			qh, _ := q.memory()
+			ph, _ := p.memory()
+			rss = ratio(float64(qh), float64(ph), false)
+		}
+		row += fmt.Sprintf(" %s | %s |", ratio(a.watchP99, b.watchP99, false), rss)
+		fmt.Fprintln(w, row)
+	})
+	printCPURatios(w, qks, peers, cfg)
+}
+
+// comparePairs calls f for every QuantyKube target and peer the ratios
+// compare (the same engine, and etcd for everyone) at each client count
+// both measured.
+func comparePairs(qks, peers []*targetResult, cfg config, f func(q, p *targetResult, clients int, a, b best)) {
 	for _, q := range qks {
-		qh, _ := q.memory()
 		for _, p := range peers {
 			if p.t.engine != q.t.engine && p.t.name != "etcd" {
-				continue // same engine, and etcd for everyone
+				continue
 			}
-			ph, _ := p.memory()
 			for _, c := range cfg.clients {
-				a, b := q.level(c), p.level(c)
-				if !a.ok || !b.ok {
-					continue
+				if a, b := q.level(c), p.level(c); a.ok && b.ok {
+					f(q, p, c, a, b)
 				}
-				row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s | %s | %s | %s |", q.t.name, p.t.name, c,
-					ratio(a.create, b.create, true), ratio(a.createP99, b.createP99, false),
-					ratio(a.update, b.update, true), ratio(a.updateP99, b.updateP99, false),
-					ratio(a.get, b.get, true), ratio(a.getP99, b.getP99, false), ratio(a.list, b.list, true))
-				if cfg.list100k {
-					row += " " + ratio(a.big, b.big, true) + " |"
-				}
-				rss := "–"
-				if c == cfg.clients[len(cfg.clients)-1] {
-					rss = ratio(float64(qh), float64(ph), false)
-				}
-				row += fmt.Sprintf(" %s | %s |", ratio(a.watchP99, b.watchP99, false), rss)
-				fmt.Fprintln(w, row)
 			}
 		}
 	}
-	printCPURatios(w, qks, peers, cfg)
 }
 
 // fmtCPU gives a server's and the harness's CPU per operation as
@@ -332,26 +339,15 @@ func printCPU(w io.Writer, results []*targetResult, cfg config) {
 // QuantyKube, the pairs the rate ratios compare.
 func printCPURatios(w io.Writer, qks, peers []*targetResult, cfg config) {
 	cpuTable(w, "Server CPU per operation from this run, peer ÷ QuantyKube (above 1x QuantyKube uses less):", "QuantyKube vs peer", cfg)
-	for _, q := range qks {
-		for _, p := range peers {
-			if p.t.engine != q.t.engine && p.t.name != "etcd" {
-				continue
-			}
-			for _, c := range cfg.clients {
-				a, b := q.level(c), p.level(c)
-				if !a.ok || !b.ok {
-					continue
-				}
-				row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s |", q.t.name, p.t.name, c,
-					ratio(a.createCPU, b.createCPU, false), ratio(a.updateCPU, b.updateCPU, false),
-					ratio(a.getCPU, b.getCPU, false), ratio(a.listCPU, b.listCPU, false))
-				if cfg.list100k {
-					row += " " + ratio(a.bigCPU, b.bigCPU, false) + " |"
-				}
-				fmt.Fprintln(w, row)
-			}
+	comparePairs(qks, peers, cfg, func(q, p *targetResult, c int, a, b best) {
+		row := fmt.Sprintf("| %s vs %s | %d | %s | %s | %s | %s |", q.t.name, p.t.name, c,
+			ratio(a.createCPU, b.createCPU, false), ratio(a.updateCPU, b.updateCPU, false),
+			ratio(a.getCPU, b.getCPU, false), ratio(a.listCPU, b.listCPU, false))
+		if cfg.list100k {
+			row += " " + ratio(a.bigCPU, b.bigCPU, false) + " |"
 		}
-	}
+		fmt.Fprintln(w, row)
+	})
 }
 
 func maxRounds(results []*targetResult) int {
