@@ -135,7 +135,8 @@ func (c *liveIndex) get(key []byte) *mvccpb.KeyValue {
 
 // rangeIndexed answers a Range at the latest revision from the live index;
 // ok is false when no index serves or the request asks for another
-// revision.
+// revision (on PostgreSQL: any revision given, or a request SQL refuses),
+// and true with an error when the read fence failed.
 func (s *Store) rangeIndexed(ctx context.Context, r *pb.RangeRequest) (*RangeResult, bool, error) {
 	c := s.index.Load()
 	if c == nil {
@@ -220,8 +221,9 @@ func (s *Store) indexBatch(rev int64, evs []*Event) {
 
 // staleIndex stops the live index serving after a commit whose outcome is
 // unknown (the database may hold a state it lacks), or once it was found
-// out of step with the database. The next batch reloads it
-// (batch_direct.go).
+// out of step with the database. On SQLite the next batch reads it again
+// (batch_direct.go), on PostgreSQL the tailer's next catch-up
+// (index_shared.go).
 func (s *Store) staleIndex() {
 	if c := s.index.Load(); c != nil {
 		c.stale = true

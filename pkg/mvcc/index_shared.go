@@ -1,10 +1,13 @@
 package mvcc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The live index on a shared database (PostgreSQL, ADR-016). Several
@@ -23,8 +26,11 @@ import (
 // followIndex folds the revisions (have, to] into the live index; evs are
 // every change in them. The tailer calls it, under its lock, before the Hub
 // gets them. An index loaded at a revision above have already holds the
-// changes up to it; one below have missed some and is reloaded.
-func (s *Store) followIndex(have, to int64, evs []*Event) {
+// changes up to it; one below have missed some: it stops serving, and the
+// tailer's next catch-up reads it again. fromLog says the events were read
+// from the log: their bytes share the reader's chunks with other events,
+// which the index must not keep alive, so it keeps copies.
+func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	c := s.index.Load()
 	if c == nil || c.stale {
 		return
@@ -34,18 +40,29 @@ func (s *Store) followIndex(have, to int64, evs []*Event) {
 	case at >= to:
 		return
 	case at < have:
-		s.log.Warn("the live index missed revisions; reloading it", "index", at, "from", have+1)
+		s.log.Warn("the live index missed revisions; reading it again", "index", at, "from", have+1)
 		s.staleIndex()
 		s.indexMoved.notify()
+		s.tail.need(readLog)
 		return
-	case at > have:
-		var newer []*Event
+	}
+	if at > have || fromLog {
+		kept := make([]*Event, 0, len(evs))
 		for _, e := range evs {
-			if e.Rev() > at {
-				newer = append(newer, e)
+			if e.Rev() <= at {
+				continue
 			}
+			if fromLog {
+				kv := e.Kv
+				e = &Event{Type: e.Type, Kv: &mvccpb.KeyValue{
+					Key: bytes.Clone(kv.Key), Value: bytes.Clone(kv.Value),
+					CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+					Version: kv.Version, Lease: kv.Lease,
+				}}
+			}
+			kept = append(kept, e)
 		}
-		evs = newer
+		evs = kept
 	}
 	if !c.apply(to, evs) {
 		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.bytes, c.limit))
@@ -68,29 +85,49 @@ func (s *Store) loadSharedIndex(ctx context.Context, limit int64) (*liveIndex, e
 	return loadIndex(ctx, tx, rev, limit)
 }
 
-// reloadSharedIndex replaces a stale index (the tailer, under its lock).
-func (s *Store) reloadSharedIndex(ctx context.Context) error {
+// indexBehind reports whether a serving live index is at a revision below
+// rev.
+func (s *Store) indexBehind(rev int64) bool {
+	c := s.index.Load()
+	if c == nil || c.stale {
+		return false
+	}
+	return c.pub.Load().rev < rev
+}
+
+// reloadTimeout bounds reading the live index again, as long as Open's
+// first read of it may take on a large store.
+const reloadTimeout = 5 * time.Minute
+
+// reloadSharedIndex replaces a stale index (the tailer, under its lock,
+// before it reads the log). Reads go to SQL while it is stale. If reading
+// it fails, the index is dropped, as when it outgrows its budget: the Hub
+// must not wait on it, and a load that failed once would cost the database
+// a full read at every catch-up.
+func (s *Store) reloadSharedIndex(ctx context.Context) {
 	c := s.index.Load()
 	if c == nil || !c.stale {
-		return nil
+		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	defer cancel()
 	fresh, err := s.loadSharedIndex(ctx, c.limit)
-	if err != nil {
-		return fmt.Errorf("reload the live index: %w", err)
-	}
-	if fresh == nil {
+	switch {
+	case err != nil:
+		s.dropIndex(fmt.Sprintf("reading it again failed: %v", err))
+	case fresh == nil:
 		s.dropIndex(fmt.Sprintf("the live keys outgrew the live index budget (%d bytes)", c.limit))
-	} else {
+	default:
 		s.index.Store(fresh)
+		s.indexMoved.notify()
 	}
-	s.indexMoved.notify()
-	return nil
 }
 
 // sharedSnapshot is the index's snapshot for a Range at the latest revision
 // on a shared database: one at or after the revision the database had when
 // the read began, unless serializable. Nil (and no error) means the index
-// stopped serving: read SQL.
+// does not serve (dropped, or stale until the tailer reads it again): read
+// SQL.
 func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapshot, error) {
 	if serializable {
 		if c := s.index.Load(); c != nil {
@@ -109,15 +146,18 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 			return nil, nil
 		}
 		snap := c.pub.Load()
-		if snap != nil && snap.rev >= rev {
+		if snap == nil {
+			return nil, nil
+		}
+		if snap.rev >= rev {
 			return snap, nil
 		}
 		// What this replica's writer committed it publishes itself, in
 		// microseconds: waking the tailer for it would cost the database a
-		// query per read under mixed load. Anything else (another
-		// replica's batch, a stale index to load again) is the tailer's.
+		// query per read under mixed load. Another replica's batch is the
+		// tailer's.
 		nudge := fenceNudge
-		if snap == nil || rev > s.ownCommitted.Load() {
+		if rev > s.ownCommitted.Load() {
 			s.tail.need(readLog)
 			nudge = 0
 		}

@@ -77,8 +77,8 @@ type Store struct {
 	// and fence reads the database's revision (index_shared.go).
 	indexMoved notifier
 	fence      *readFence
-	// ownCommitted is the newest revision this replica's writer committed
-	// on a shared database; it publishes it itself, tailer or not.
+	// ownCommitted is the newest revision a batch of this replica's writer
+	// took on a shared database; the writer publishes it itself.
 	ownCommitted atomic.Int64
 	// releasing is set while freed memory goes back to the operating
 	// system (publish.go) through freeOSMemory (tests count the calls);
@@ -178,7 +178,8 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 			return nil, s.abandon(err)
 		}
 		if !opts.DisableLiveIndex {
-			// Before the tailer starts: it goes on from the index's revision.
+			// Before the tailer starts: the index is then at or past the
+			// Hub's revision, and the tailer skips the changes it holds.
 			if err := s.openSharedIndex(ctx); err != nil {
 				return nil, s.abandon(err)
 			}
@@ -209,8 +210,8 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openSharedIndex loads the live index on a shared database and starts the
-// read fence its reads wait on.
+// openSharedIndex loads the live index on a shared database and sets up
+// the read fence its reads wait on.
 func (s *Store) openSharedIndex(ctx context.Context) error {
 	c, err := s.loadSharedIndex(ctx, s.opts.LiveIndexBytes)
 	if err != nil {
@@ -256,12 +257,13 @@ func (s *Store) Close() error {
 		// The writer has stopped, so it starts no more background work.
 		s.bgCancel()
 		s.background.Wait()
-		// A closed store answers nothing, not even from memory.
-		s.index.Store(nil)
-		s.indexMoved.notify()
+		// The tailer first: on PostgreSQL it is what changes the index.
 		if s.tail != nil {
 			s.tail.close()
 		}
+		// A closed store answers nothing, not even from memory.
+		s.index.Store(nil)
+		s.indexMoved.notify()
 		s.hub.close()
 		s.releaseMu.Lock()
 		if s.releaseLater != nil {

@@ -12,10 +12,11 @@ import (
 
 // tailer publishes on a shared database (ADR-007): it feeds the Hub from the
 // log table in revision order, whichever replica committed, and mirrors the
-// database's floors and leases. mu orders what reaches the Hub and every
-// change of the in-memory lease table, whether it comes from this
-// replica's writer (published) or from the database (catchUp, syncLeases);
-// the floors are raised without it (storeMax only moves them up).
+// database's floors and leases. mu orders what reaches the Hub and the live
+// index (index_shared.go) and every change of the in-memory lease table,
+// whether it comes from this replica's writer (published) or from the
+// database (catchUp, syncLeases); the floors are raised without it
+// (storeMax only moves them up).
 //
 // Every change another replica makes to what the tailer follows sends a
 // notification in its transaction (a batch's revisions, Compact's floor,
@@ -201,6 +202,7 @@ func (t *tailer) catchUp(ctx context.Context) error {
 }
 
 func (t *tailer) catchUpLocked(ctx context.Context) error {
+	t.s.reloadSharedIndex(ctx)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var rev, compact int64
@@ -208,9 +210,6 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		return err
 	}
 	storeMax(&t.s.compact, compact)
-	if err := t.s.reloadSharedIndex(ctx); err != nil {
-		return err
-	}
 	all := KeyRange{Key: []byte{}, Unbounded: true}
 	for {
 		have, _, _ := t.s.hub.state()
@@ -231,10 +230,10 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 			t.s.log.Warn("this replica fell behind the retention floor; its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
 			storeMax(&t.s.committed, below.Floor-1)
 			t.s.hub.skip(below.Floor - 1)
-			// The live index lacks the skipped changes: read it again.
-			t.s.staleIndex()
-			if err := t.s.reloadSharedIndex(ctx); err != nil {
-				return err
+			// A live index behind the floor lacks the skipped changes.
+			if t.s.indexBehind(below.Floor - 1) {
+				t.s.staleIndex()
+				t.s.reloadSharedIndex(ctx)
 			}
 			continue
 		}
@@ -244,7 +243,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// The revision moves before the Hub does, as in localPublisher:
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.
-		t.s.followIndex(have, to, evs)
+		t.s.followIndex(have, to, evs, true)
 		storeMax(&t.s.committed, to)
 		t.s.droppedFromHub(t.s.hub.publish(to, evs))
 	}
@@ -270,7 +269,7 @@ func (t *tailer) published(c *committed) {
 	case have >= c.rev:
 		// The tailer already read it back.
 	case have == c.startRev:
-		t.s.followIndex(have, c.rev, c.events)
+		t.s.followIndex(have, c.rev, c.events, false)
 		storeMax(&t.s.committed, c.rev)
 		t.s.droppedFromHub(t.s.hub.publish(c.rev, c.events))
 	default:

@@ -219,9 +219,13 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		return nil, err
 	}
 	if w.s.Shared() {
-		// Reads waiting for this revision leave it to this publish rather
-		// than wake the tailer (index_shared.go).
-		storeMax(&w.s.ownCommitted, c.rev)
+		if c.rev != c.startRev {
+			// Reads waiting for these revisions leave them to this publish
+			// rather than wake the tailer (index_shared.go). A batch that
+			// took none read the database's revision, which may be another
+			// replica's: that one is the tailer's.
+			storeMax(&w.s.ownCommitted, c.rev)
+		}
 		// The tailer may read back what other replicas committed before
 		// this batch, or hold the publisher while it reads: a wait on the
 		// database too.
