@@ -41,6 +41,9 @@ type extraConfig struct {
 	netLatency                     time.Duration // one way
 	netSingle, netClients, netKeys int
 	netTime                        time.Duration // bound on each phase
+
+	mixedClients, mixedKeys int
+	mixedTime               time.Duration
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -63,7 +66,10 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.netClients, "pgnet-clients", 64, "pgnet: clients of the concurrent phases")
 	flag.IntVar(&ec.netKeys, "pgnet-keys", 10_000, "pgnet: creates (then updates) by those clients")
 	flag.DurationVar(&ec.netTime, "pgnet-phase-time", 30*time.Second, "pgnet: upper bound on each phase")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates")
+	flag.IntVar(&ec.mixedClients, "mixed-clients", 32, "mixed: clients putting, and as many getting, at once")
+	flag.IntVar(&ec.mixedKeys, "mixed-keys", 2000, "mixed: keys the puts and gets spread over")
+	flag.DurationVar(&ec.mixedTime, "mixed-time", 15*time.Second, "mixed: the measured window (-quick 5s)")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		set := map[string]bool{}
@@ -90,6 +96,7 @@ func extraFlags(ec *extraConfig) func() {
 			"startup-keys": func() { ec.startKeys = 100_000 },
 			"pgnet-single": func() { ec.netSingle = 300 },
 			"pgnet-keys":   func() { ec.netKeys = 2000 },
+			"mixed-time":   func() { ec.mixedTime = 5 * time.Second },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -111,6 +118,8 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("startup: want keys and versions >= 1")
 	case ec.netLatency <= 0 || ec.netSingle < 1 || ec.netClients < 1 || ec.netKeys < 1 || ec.netTime <= 0:
 		return fmt.Errorf("pgnet: want a latency and phase time > 0, and creates and clients >= 1")
+	case ec.mixedClients < 1 || ec.mixedKeys < 1 || ec.mixedTime <= 0:
+		return fmt.Errorf("mixed: want clients and keys >= 1 and a time > 0")
 	}
 	if ec.idleAPIServer != "" {
 		if st, err := os.Stat(ec.idleAPIServer); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
@@ -121,7 +130,7 @@ func (ec extraConfig) check() error {
 }
 
 // extraWorkloads are the workloads beside the table, in the order they run.
-var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet"}
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed"}
 
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
@@ -131,7 +140,7 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup", "pgnet":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed":
 			extras = append(extras, w)
 		default:
 			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
@@ -250,6 +259,17 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				return runPGNet(ctx, t, fr, pg, ec)
 			})
 			print = func(w io.Writer) { printPGNet(w, runs, ec) }
+		case "mixed":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*mixedResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*mixedResult, error) {
+					dbPID := 0
+					if t.engine == "postgres" && pg != nil {
+						dbPID = pg.pid()
+					}
+					return runMixed(ctx, srv, dbPID, ec)
+				})
+			})
+			print = func(w io.Writer) { printMixed(w, runs, ec) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
