@@ -16,7 +16,7 @@ func (s *Store) CheckDatabase(ctx context.Context) error {
 		return ErrClosed
 	}
 	var rev int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&rev); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, revSQL).Scan(&rev); err != nil {
 		return fmt.Errorf("read the revision: %w", err)
 	}
 	return nil

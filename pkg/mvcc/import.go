@@ -180,7 +180,7 @@ func (im *Import) begin(sh Shared) error {
 			return fmt.Errorf("lock the target: %w", err)
 		}
 		rev = st.Rev
-	} else if err := tx.QueryRowContext(im.ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&rev); err != nil {
+	} else if err := tx.QueryRowContext(im.ctx, revSQL).Scan(&rev); err != nil {
 		return fmt.Errorf("read the target's revision: %w", err)
 	}
 	var keys, rows, leases, imported int64

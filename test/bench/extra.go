@@ -261,13 +261,7 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 			print = func(w io.Writer) { printPGNet(w, runs, ec) }
 		case "mixed":
 			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*mixedResult, error) {
-				return withServer(ctx, t, fr, func(srv *server) (*mixedResult, error) {
-					dbPID := 0
-					if t.engine == "postgres" && pg != nil {
-						dbPID = pg.pid()
-					}
-					return runMixed(ctx, srv, dbPID, ec)
-				})
+				return withServer(ctx, t, fr, func(srv *server) (*mixedResult, error) { return runMixed(ctx, srv, dbPID(t, pg), ec) })
 			})
 			print = func(w io.Writer) { printMixed(w, runs, ec) }
 		}

@@ -283,10 +283,7 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 	if err != nil {
 		return &roundResult{err: err}
 	}
-	hooks := phaseHooks{serverPID: srv.pid}
-	if t.engine == "postgres" && pg != nil {
-		hooks.dbPID = pg.pid()
-	}
+	hooks := phaseHooks{serverPID: srv.pid, dbPID: dbPID(t, pg)}
 	if t.profiled {
 		hooks.start = func(name string) {
 			if err := profileControl(t.control, "/start?name="+name); err != nil {

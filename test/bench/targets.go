@@ -316,6 +316,15 @@ func startPostgres(ctx context.Context, bin string) (*pgCluster, error) {
 	return p, nil
 }
 
+// dbPID is the postmaster of t's PostgreSQL cluster, 0 for a target on
+// SQLite (or none).
+func dbPID(t target, pg *pgCluster) int {
+	if t.engine != "postgres" || pg == nil {
+		return 0
+	}
+	return pg.pid()
+}
+
 // pid is the cluster's postmaster, 0 if its pid file cannot be read.
 func (p *pgCluster) pid() int {
 	b, err := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))

@@ -66,20 +66,13 @@ func perOp(cpu time.Duration, ops int, known bool) string {
 	return fmt.Sprintf("%.0fµs", float64(cpu.Microseconds())/float64(ops))
 }
 
-// cpuPerOp is the server's CPU seconds per operation, 0 when not known.
-func (s opStats) cpuPerOp() float64 {
+// perOp is d in seconds per operation of the phase, 0 when none ran (or d
+// is not known).
+func (s opStats) perOp(d time.Duration) float64 {
 	if s.ops == 0 {
 		return 0
 	}
-	return s.serverCPU.Seconds() / float64(s.ops)
-}
-
-// harnessPerOp is the harness's CPU seconds per operation, 0 when none ran.
-func (s opStats) harnessPerOp() float64 {
-	if s.ops == 0 {
-		return 0
-	}
-	return s.harnessCPU.Seconds() / float64(s.ops)
+	return d.Seconds() / float64(s.ops)
 }
 
 func (s opStats) p50() time.Duration { return pct(s.lat, 0.50) }
