@@ -44,6 +44,7 @@ type extraConfig struct {
 
 	mixedClients, mixedKeys int
 	mixedTime               time.Duration
+	mixedGetRate            int // gets per second in all; 0: as many as the clients can
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -69,6 +70,7 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.mixedClients, "mixed-clients", 32, "mixed: clients putting, and as many getting, at once")
 	flag.IntVar(&ec.mixedKeys, "mixed-keys", 2000, "mixed: keys the puts and gets spread over")
 	flag.DurationVar(&ec.mixedTime, "mixed-time", 15*time.Second, "mixed: the measured window (-quick 5s)")
+	flag.IntVar(&ec.mixedGetRate, "mixed-get-rate", 0, "mixed: gets per second the getting clients send in all, whatever the server's pace (0: each sends its next get as soon as the last is answered)")
 	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
@@ -118,8 +120,8 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("startup: want keys and versions >= 1")
 	case ec.netLatency <= 0 || ec.netSingle < 1 || ec.netClients < 1 || ec.netKeys < 1 || ec.netTime <= 0:
 		return fmt.Errorf("pgnet: want a latency and phase time > 0, and creates and clients >= 1")
-	case ec.mixedClients < 1 || ec.mixedKeys < 1 || ec.mixedTime <= 0:
-		return fmt.Errorf("mixed: want clients and keys >= 1 and a time > 0")
+	case ec.mixedClients < 1 || ec.mixedKeys < 1 || ec.mixedTime <= 0 || ec.mixedGetRate < 0:
+		return fmt.Errorf("mixed: want clients and keys >= 1, a time > 0 and a get rate >= 0")
 	}
 	if ec.idleAPIServer != "" {
 		if st, err := os.Stat(ec.idleAPIServer); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -17,6 +17,12 @@ import (
 // connections, for -mixed-time. It reports both rates, the latencies and
 // the server's CPU per operation (a PostgreSQL target's with its
 // cluster's, as in the table).
+//
+// With -mixed-get-rate the gets come at that rate whatever the server's
+// pace, as a cluster's reads do, and the puts take what is left: every
+// target then serves the same reads, and the puts show what each can write
+// under them. Without it both sides send as fast as they are answered, and
+// a target with cheaper gets gets more of them, at its puts' expense.
 
 const mixedPrefix = "/registry/bench-mixed/"
 
@@ -60,8 +66,14 @@ func runMixed(ctx context.Context, srv *server, dbPID int, ec extraConfig) (*mix
 			return err
 		})
 	})
+	var pace <-chan struct{}
+	if ec.mixedGetRate > 0 {
+		pctx, stop := context.WithTimeout(ctx, ec.mixedTime)
+		defer stop()
+		pace = pacer(pctx, ec.mixedGetRate)
+	}
 	wg.Go(func() {
-		res.gets = drive(ctx, conns, ec.mixedClients, mixedOps, ec.mixedTime, ec.reqTimeout, func(ctx context.Context, c *clientv3.Client, i int) error {
+		res.gets = drivePaced(ctx, conns, ec.mixedClients, mixedOps, ec.mixedTime, ec.reqTimeout, pace, func(ctx context.Context, c *clientv3.Client, i int) error {
 			resp, err := c.Get(ctx, key(i))
 			if err == nil && len(resp.Kvs) != 1 {
 				err = fmt.Errorf("get %s: %d keys, want 1", key(i), len(resp.Kvs))
@@ -76,6 +88,33 @@ func runMixed(ctx context.Context, srv *server, dbPID int, ec extraConfig) (*mix
 		return nil, fmt.Errorf("mixed: %d puts and %d gets succeeded (first errors: %q, %q)", res.puts.ops, res.gets.ops, res.puts.firstErr, res.gets.firstErr)
 	}
 	return res, nil
+}
+
+// pacer hands out perSec tokens a second until ctx ends, in steps of about
+// a millisecond. Tokens the clients are not ready to take (all waiting on
+// the server) are dropped beyond 10 ms' worth, so a server that falls
+// behind answers fewer gets than asked, rather than a burst later.
+func pacer(ctx context.Context, perSec int) <-chan struct{} {
+	ch := make(chan struct{}, max(1, perSec/100))
+	go func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		start, sent := time.Now(), 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				for due := int(now.Sub(start).Seconds() * float64(perSec)); sent < due; sent++ {
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return ch
 }
 
 func mixedPuts(r *mixedResult) float64   { return r.puts.rate() }
@@ -93,8 +132,12 @@ var mixedRatios = []ratioCol[*mixedResult]{
 }
 
 func printMixed(w io.Writer, runs []*extraRun[*mixedResult], ec extraConfig) {
-	fmt.Fprintf(w, "%d clients putting %d-byte values over %d keys while %d get them, 8 connections, %v. Server CPU per operation (a PostgreSQL target's with its cluster's) from /proc. Best of the rounds; errors: the worst round.\n\n",
-		ec.mixedClients, ec.valueSize, ec.mixedKeys, ec.mixedClients, ec.mixedTime)
+	gets := "as fast as each is answered"
+	if ec.mixedGetRate > 0 {
+		gets = fmt.Sprintf("%d times a second in all", ec.mixedGetRate)
+	}
+	fmt.Fprintf(w, "%d clients putting %d-byte values over %d keys while %d get them %s, 8 connections, %v. Server CPU per operation (a PostgreSQL target's with its cluster's) from /proc. Best of the rounds; errors: the worst round.\n\n",
+		ec.mixedClients, ec.valueSize, ec.mixedKeys, ec.mixedClients, gets, ec.mixedTime)
 	fmt.Fprintln(w, "| target | puts/s | put p99 | gets/s | get p50 | get p99 | server CPU per op | errors |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	getP50 := func(r *mixedResult) float64 { return r.gets.p50().Seconds() }

@@ -125,6 +125,12 @@ func (h phaseHooks) phaseCPU() (server, db, harness time.Duration) {
 // drive runs fn for i in [0, n) on `workers` goroutines sharing conns,
 // until n calls are done or maxDur has passed.
 func drive(ctx context.Context, conns []*clientv3.Client, workers, n int, maxDur, reqTimeout time.Duration, fn func(ctx context.Context, c *clientv3.Client, i int) error) opStats {
+	return drivePaced(ctx, conns, workers, n, maxDur, reqTimeout, nil, fn)
+}
+
+// drivePaced is drive with each request waiting first for a token from
+// pace (nil: none), outside the time it measures.
+func drivePaced(ctx context.Context, conns []*clientv3.Client, workers, n int, maxDur, reqTimeout time.Duration, pace <-chan struct{}, fn func(ctx context.Context, c *clientv3.Client, i int) error) opStats {
 	var next atomic.Int64
 	var mu sync.Mutex
 	var st opStats
@@ -138,7 +144,17 @@ func drive(ctx context.Context, conns []*clientv3.Client, workers, n int, maxDur
 			var lat []time.Duration
 			errs := 0
 			first := ""
+			expired := time.After(time.Until(deadline))
 			for ctx.Err() == nil && time.Now().Before(deadline) {
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-ctx.Done():
+						continue
+					case <-expired:
+						continue
+					}
+				}
 				i := int(next.Add(1)) - 1
 				if i >= n {
 					break
