@@ -103,6 +103,19 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		// request that finds every worker busy gets a goroutine of its own
 		// as before.
 		grpc.NumStreamWorkers(uint32(streamWorkers())),
+		// Fixed receive windows, which turn off gRPC's bandwidth-delay
+		// estimate on the server. That estimate pings the client on the
+		// first request after its last ping was answered, so a client with
+		// one request at a time (kube-apiserver between bursts, etcdctl)
+		// had every request answered with a ping too, and its ack cost both
+		// processes a wakeup and a read or a write: 3-13% of the server's
+		// CPU per write at one client (docs/BENCHMARKS.md, "Issue 14,
+		// eleventh round"). The estimate would only ever grow the windows
+		// for what clients send, which here are requests of at most
+		// --max-request-bytes; 16 MiB per connection is as far as it would
+		// grow them.
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(16 << 20),
 	}
 }
 

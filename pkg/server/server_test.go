@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +112,65 @@ func TestRequestsReuseGoroutines(t *testing.T) {
 	if len(seen) > streamWorkers() {
 		t.Fatalf("%d sequential requests ran on %d goroutines, want at most %d (the stream workers)", calls, len(seen), streamWorkers())
 	}
+}
+
+// TestServerSendsNoFlowControlPings checks that the server's options turn
+// off gRPC's bandwidth-delay estimate, which pings the client after each
+// request that follows an answered ping: with one request at a time, every
+// request. It counts the PING frames (not acks) the server sends over
+// sequential requests.
+func TestServerSendsNoFlowControlPings(t *testing.T) {
+	s := New(Config{Backend: &fakeBackend{}})
+	g := grpc.NewServer(s.GRPCOptions()...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	defer g.Stop()
+	var pings atomic.Int64
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return &pingCounter{Conn: c, pings: &pings}, err
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for i := range 20 {
+		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := pings.Load(); n != 0 {
+		t.Fatalf("the server sent %d pings over 20 sequential requests, want none", n)
+	}
+}
+
+// pingCounter counts the HTTP/2 PING frames that are not acks in what it
+// reads: a client's connection, so the server's frames.
+type pingCounter struct {
+	net.Conn
+	pings *atomic.Int64
+	buf   []byte // an incomplete frame
+}
+
+func (c *pingCounter) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.buf = append(c.buf, p[:n]...)
+	for len(c.buf) >= 9 {
+		size := 9 + (int(c.buf[0])<<16 | int(c.buf[1])<<8 | int(c.buf[2]))
+		if len(c.buf) < size {
+			break
+		}
+		const ping, ack = 0x6, 0x1
+		if c.buf[3] == ping && c.buf[4]&ack == 0 {
+			c.pings.Add(1)
+		}
+		c.buf = c.buf[size:]
+	}
+	return n, err
 }
