@@ -89,20 +89,7 @@ func TestRequestsReuseGoroutines(t *testing.T) {
 		mu.Unlock()
 		return handler(ctx, req)
 	}
-	g := grpc.NewServer(append(s.GRPCOptions(), grpc.ChainUnaryInterceptor(record))...)
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	defer g.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := healthClient(t, append(s.GRPCOptions(), grpc.ChainUnaryInterceptor(record)))
 	calls := 2*streamWorkers() + 1
 	for i := 0; i < calls; i++ {
 		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
@@ -121,25 +108,12 @@ func TestRequestsReuseGoroutines(t *testing.T) {
 // sequential requests.
 func TestServerSendsNoFlowControlPings(t *testing.T) {
 	s := New(Config{Backend: &fakeBackend{}})
-	g := grpc.NewServer(s.GRPCOptions()...)
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	defer g.Stop()
 	var pings atomic.Int64
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		return &pingCounter{Conn: c, pings: &pings}, err
 	}
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := healthClient(t, s.GRPCOptions(), grpc.WithContextDialer(dial))
 	for i := range 20 {
 		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -173,4 +147,24 @@ func (c *pingCounter) Read(p []byte) (int, error) {
 		c.buf = c.buf[size:]
 	}
 	return n, err
+}
+
+// healthClient serves gRPC's health service on a loopback port with opts,
+// and dials it with dopts, both until the test ends.
+func healthClient(t *testing.T, opts []grpc.ServerOption, dopts ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
+	g := grpc.NewServer(opts...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return healthpb.NewHealthClient(conn)
 }
