@@ -83,10 +83,10 @@ func (s *Server) Register(g *grpc.Server) {
 
 // GRPCOptions are the server options the etcd API needs: message size
 // limits as etcd sets them, the interceptor that refuses an oversized
-// request with etcd's error, and the codec (proto, with big Range answers
-// sent from the store's memory). The keepalive policy belongs to whoever owns
-// the gRPC server (pkg/endpoint sets one that accepts kube-apiserver's
-// client pings).
+// request with etcd's error, the codec (proto, with big Range answers sent
+// from the store's memory), the stream workers and fixed receive windows.
+// The keepalive policy belongs to whoever owns the gRPC server
+// (pkg/endpoint sets one that accepts kube-apiserver's client pings).
 func (s *Server) GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		// etcd adds the same 512 KiB of headroom for gRPC framing; the
@@ -110,10 +110,11 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		// had every request answered with a ping too, and its ack cost both
 		// processes a wakeup and a read or a write: 3-13% of the server's
 		// CPU per write at one client (docs/BENCHMARKS.md, "Issue 14,
-		// eleventh round"). The estimate would only ever grow the windows
-		// for what clients send, which here are requests of at most
-		// --max-request-bytes; 16 MiB per connection is as far as it would
-		// grow them.
+		// eleventh round"). The windows bound only what clients send ahead:
+		// requests, of at most gRPC's limit above. 16 MiB is the most the
+		// estimate would grow either window to; a message larger than the
+		// stream's window is granted its whole size once its handler
+		// starts reading it (ADR-017).
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
 	}

@@ -108,10 +108,13 @@ func TestRequestsReuseGoroutines(t *testing.T) {
 // sequential requests.
 func TestServerSendsNoFlowControlPings(t *testing.T) {
 	s := New(Config{Backend: &fakeBackend{}})
-	var pings atomic.Int64
+	var frames, pings atomic.Int64
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		return &pingCounter{Conn: c, pings: &pings}, err
+		if err != nil {
+			return nil, err
+		}
+		return &pingCounter{Conn: c, frames: &frames, pings: &pings}, nil
 	}
 	client := healthClient(t, s.GRPCOptions(), grpc.WithContextDialer(dial))
 	for i := range 20 {
@@ -119,17 +122,23 @@ func TestServerSendsNoFlowControlPings(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
+	// 20 answers are at least 20 frames: fewer, and the counter did not
+	// see the server's side of the connection.
+	if n := frames.Load(); n < 20 {
+		t.Fatalf("counted %d frames from the server over 20 requests", n)
+	}
 	if n := pings.Load(); n != 0 {
 		t.Fatalf("the server sent %d pings over 20 sequential requests, want none", n)
 	}
 }
 
-// pingCounter counts the HTTP/2 PING frames that are not acks in what it
-// reads: a client's connection, so the server's frames.
+// pingCounter counts the HTTP/2 frames, and the PING frames that are not
+// acks, in what it reads: a client's connection, so the server's frames
+// (a server's side starts with a frame, SETTINGS, not a preface).
 type pingCounter struct {
 	net.Conn
-	pings *atomic.Int64
-	buf   []byte // an incomplete frame
+	frames, pings *atomic.Int64
+	buf           []byte // an incomplete frame
 }
 
 func (c *pingCounter) Read(p []byte) (int, error) {
@@ -140,6 +149,7 @@ func (c *pingCounter) Read(p []byte) (int, error) {
 		if len(c.buf) < size {
 			break
 		}
+		c.frames.Add(1)
 		const ping, ack = 0x6, 0x1
 		if c.buf[3] == ping && c.buf[4]&ack == 0 {
 			c.pings.Add(1)

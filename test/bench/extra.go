@@ -70,7 +70,7 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.mixedClients, "mixed-clients", 32, "mixed: clients putting, and as many getting, at once")
 	flag.IntVar(&ec.mixedKeys, "mixed-keys", 2000, "mixed: keys the puts and gets spread over")
 	flag.DurationVar(&ec.mixedTime, "mixed-time", 15*time.Second, "mixed: the measured window (-quick 5s)")
-	flag.IntVar(&ec.mixedGetRate, "mixed-get-rate", 0, "mixed: gets per second the getting clients send in all, whatever the server's pace (0: each sends its next get as soon as the last is answered)")
+	flag.IntVar(&ec.mixedGetRate, "mixed-get-rate", 0, "mixed: gets per second the getting clients send in all, at most: fewer when the server falls behind (0: each sends its next get as soon as the last is answered)")
 	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {

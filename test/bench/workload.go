@@ -144,7 +144,10 @@ func drivePaced(ctx context.Context, conns []*clientv3.Client, workers, n int, m
 			var lat []time.Duration
 			errs := 0
 			first := ""
-			expired := time.After(time.Until(deadline))
+			var expired <-chan time.Time // nil, so never, unless paced
+			if pace != nil {
+				expired = time.After(time.Until(deadline))
+			}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				if pace != nil {
 					select {
