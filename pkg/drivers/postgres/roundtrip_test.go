@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +28,8 @@ type turnProxy struct {
 	mu       sync.Mutex
 	conns    []*atomic.Int64
 	wg       sync.WaitGroup
+	// listened: a client has sent LISTEN (the store's tailer).
+	listened atomic.Bool
 }
 
 func startTurnProxy(t *testing.T, upstream string) *turnProxy {
@@ -61,34 +65,59 @@ func (p *turnProxy) accept() {
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
-			p.copy(s, c, func() {
+			p.copy(s, c, func(b []byte) {
 				if answered.Swap(false) {
 					turns.Add(1)
+				}
+				if bytes.Contains(b, []byte("LISTEN ")) {
+					p.listened.Store(true)
 				}
 			})
 		}()
 		go func() {
 			defer p.wg.Done()
-			p.copy(c, s, func() { answered.Store(true) })
+			p.copy(c, s, func([]byte) { answered.Store(true) })
 		}()
 	}
 }
 
-// copy forwards from src to dst, calling seen before forwarding each read.
-func (p *turnProxy) copy(dst, src net.Conn, seen func()) {
+// copy forwards from src to dst, calling seen with each read before
+// forwarding it.
+func (p *turnProxy) copy(dst, src net.Conn, seen func([]byte)) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			seen()
+			seen(buf[:n])
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// settle waits until the store's tailer listens and no connection has
+// turned for 100 ms. When its LISTEN connection comes up, some time after
+// Open, the tailer catches up on everything (meta, leases, retention
+// floors) on a reader's connection: six round trips, which a count taken
+// meanwhile would find on the busiest connection instead of the writer's.
+func (p *turnProxy) settle(t *testing.T) {
+	t.Helper()
+	const quiet = 100 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := p.counts(), time.Now()
+	for !p.listened.Load() || time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's connections did not fall quiet in 10 s (LISTEN sent: %v)", p.listened.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+		if now := p.counts(); !slices.Equal(now, last) {
+			last, since = now, time.Now()
 		}
 	}
 }
@@ -145,8 +174,11 @@ func openReplica(t *testing.T, dsn string) *mvcc.Store {
 }
 
 // turns runs f and returns the round trips it took on the busiest
-// connection: the writer's.
-func (p *turnProxy) turns(f func()) int64 {
+// connection: the writer's. It waits first for the store's background
+// reads to end (settle).
+func (p *turnProxy) turns(t *testing.T, f func()) int64 {
+	t.Helper()
+	p.settle(t)
 	before := p.counts()
 	f()
 	after := p.counts()
@@ -186,7 +218,7 @@ func TestBatchTakesTwoRoundTrips(t *testing.T) {
 	// The first batch on a connection prepares its statements.
 	txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("warm", "v")}})
 	const n = 20
-	got := proxy.turns(func() {
+	got := proxy.turns(t, func() {
 		for i := range n {
 			txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(fmt.Sprintf("k/%d", i), "v")}})
 		}
@@ -216,7 +248,7 @@ func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
 	warm(t, s)
 	const n = 20
 	revs := make([]int64, n)
-	got := proxy.turns(func() {
+	got := proxy.turns(t, func() {
 		for i := range n {
 			k := fmt.Sprintf("k/%d", i)
 			r := txn(t, s, &pb.TxnRequest{Compare: modIs(k, 0), Success: []*pb.RequestOp{putOp(k, "v1")}})
@@ -229,7 +261,7 @@ func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
 	if got != n {
 		t.Fatalf("%d creates took %d round trips, want %d (1 each)", n, got, n)
 	}
-	got = proxy.turns(func() {
+	got = proxy.turns(t, func() {
 		for i := range n {
 			k := fmt.Sprintf("k/%d", i)
 			r := txn(t, s, &pb.TxnRequest{Compare: modIs(k, revs[i]), Success: []*pb.RequestOp{putOp(k, "v2")}, Failure: []*pb.RequestOp{rangeOp(k, "")}})
@@ -242,7 +274,7 @@ func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
 		t.Fatalf("%d updates took %d round trips, want %d (1 each)", n, got, n)
 	}
 	var r *pb.TxnResponse
-	got = proxy.turns(func() {
+	got = proxy.turns(t, func() {
 		r = txn(t, s, &pb.TxnRequest{Compare: modIs("k/0", revs[0]), Success: []*pb.RequestOp{putOp("k/0", "v3")}, Failure: []*pb.RequestOp{rangeOp("k/0", "")}})
 	})
 	if r.Succeeded {
@@ -288,7 +320,7 @@ func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 		t.Fatal("b's update of k failed")
 	}
 	follow(r.Header.Revision)
-	got := proxy.turns(func() {
+	got := proxy.turns(t, func() {
 		r = txn(t, a, &pb.TxnRequest{Compare: modIs("k", created), Success: []*pb.RequestOp{putOp("k", "a2")}, Failure: []*pb.RequestOp{rangeOp("k", "")}})
 	})
 	if r.Succeeded {
@@ -304,7 +336,7 @@ func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 	// b creates x, which a has never seen: a's create assumes it absent.
 	calm()
 	follow(txn(t, b, &pb.TxnRequest{Compare: modIs("x", 0), Success: []*pb.RequestOp{putOp("x", "b")}}).Header.Revision)
-	got = proxy.turns(func() {
+	got = proxy.turns(t, func() {
 		r = txn(t, a, &pb.TxnRequest{Compare: modIs("x", 0), Success: []*pb.RequestOp{putOp("x", "a")}})
 	})
 	if r.Succeeded {
@@ -385,7 +417,7 @@ func TestAssumedRowMissKeepsTheRest(t *testing.T) {
 	s := openReplica(t, via)
 	warm(t, s)
 	var r *pb.TxnResponse
-	got := proxy.turns(func() {
+	got := proxy.turns(t, func() {
 		r = txn(t, s, &pb.TxnRequest{Compare: modIs("old", 0), Success: []*pb.RequestOp{putOp("old", "again")}})
 	})
 	if r.Succeeded {
@@ -394,7 +426,7 @@ func TestAssumedRowMissKeepsTheRest(t *testing.T) {
 	if got != 3 {
 		t.Fatalf("the create that assumed old absent took %d round trips, want 3 (1 refused, then 2)", got)
 	}
-	got = proxy.turns(func() {
+	got = proxy.turns(t, func() {
 		for i := range 5 {
 			k := fmt.Sprintf("new/%d", i)
 			txn(t, s, &pb.TxnRequest{Compare: modIs(k, 0), Success: []*pb.RequestOp{putOp(k, "v")}})
