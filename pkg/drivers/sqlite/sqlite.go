@@ -103,7 +103,17 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		d.Close()
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
-	writer, err = sql.Open("sqlite", d.dsn()+"&_txlock=immediate")
+	wdsn := d.dsn() + "&_txlock=immediate"
+	vfs, err := gatheringVFS()
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	if vfs != "" {
+		// Only the writer writes the WAL (ADR-018).
+		wdsn += "&vfs=" + vfs
+	}
+	writer, err = sql.Open("sqlite", wdsn)
 	if err != nil {
 		d.Close()
 		return nil, nil, err
