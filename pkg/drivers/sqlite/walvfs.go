@@ -17,7 +17,10 @@ package sqlite
 //   - before any read, truncate, size, file control or close of the WAL.
 //
 // An error from a gathered write surfaces from the call that flushed it,
-// with the code the write would have had (SQLITE_FULL, SQLITE_IOERR_WRITE).
+// with the code the write would have had (SQLITE_FULL, SQLITE_IOERR_WRITE),
+// and the buffer keeps every byte until a flush succeeds: SQLite was told
+// those writes were done, and may rely on them (a page spilled to the WAL
+// in the middle of a transaction is read back from there).
 //
 // The methods are Go functions in SQLite's method tables, the way
 // modernc.org/sqlite/vfs wires its own: the tables and the VFS are Go
@@ -58,6 +61,11 @@ var (
 
 	// For tests: SQLite's writes to the WAL, and the writes that reached it.
 	walWrites, walFileWrites atomic.Int64
+
+	// fileWrite writes to the WAL file (a variable for tests' faults).
+	fileWrite = func(tls *libc.TLS, w *walFile, p uintptr, n int32, off int64) int32 {
+		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.orig.FxWrite)))(tls, w.pFile, p, n, off)
+	}
 )
 
 // walFile is a WAL opened through walVFS. SQLite uses a file from one
@@ -72,10 +80,6 @@ type walFile struct {
 	buf uintptr // C memory, walBufSize bytes
 	off int64   // the file offset of buf's first byte
 	n   int     // bytes in buf
-	// kept: a barrier's flush failed; the frames stay in buf, are
-	// written again by the next call that flushes, and its error is
-	// that call's.
-	kept bool
 }
 
 type dbFile struct {
@@ -198,35 +202,28 @@ func wal(pFile uintptr) *walFile {
 	return w
 }
 
-// flush writes buf to the file. What it could not write is dropped with
-// the error, as SQLite treats those writes as failed and writes the frames
-// again if it needs them; unless keep, or the buffer holds frames a
-// barrier could not write, which a reader may already have been told of.
-func (w *walFile) flush(tls *libc.TLS, keep bool) int32 {
-	keep = keep || w.kept
-	for done := 0; done < w.n; {
-		n := min(w.n-done, maxWrite)
-		walFileWrites.Add(1)
-		if rc := w.write(tls, w.buf+uintptr(done), int32(n), w.off+int64(done)); rc != lib.SQLITE_OK {
-			if keep {
-				// Keep what is left, from where it failed.
-				copy(bytesAt(w.buf, w.n-done), bytesAt(w.buf+uintptr(done), w.n-done))
-				w.off += int64(done)
-				w.n -= done
-				w.kept = true
-			} else {
-				w.n, w.kept = 0, false
-			}
-			return rc
-		}
-		done += n
+// flush writes buf to the file. On an error it keeps buf whole, and the
+// next flush writes it all again.
+func (w *walFile) flush(tls *libc.TLS) int32 {
+	if rc := w.write(tls, w.buf, w.n, w.off); rc != lib.SQLITE_OK {
+		return rc
 	}
-	w.n, w.kept = 0, false
+	w.n = 0
 	return lib.SQLITE_OK
 }
 
-func (w *walFile) write(tls *libc.TLS, p uintptr, n int32, off int64) int32 {
-	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.orig.FxWrite)))(tls, w.pFile, p, n, off)
+// write writes n bytes at p to the file at off, in writes of up to
+// maxWrite.
+func (w *walFile) write(tls *libc.TLS, p uintptr, n int, off int64) int32 {
+	for done := 0; done < n; {
+		chunk := min(n-done, maxWrite)
+		walFileWrites.Add(1)
+		if rc := fileWrite(tls, w, p+uintptr(done), int32(chunk), off+int64(done)); rc != lib.SQLITE_OK {
+			return rc
+		}
+		done += chunk
+	}
+	return lib.SQLITE_OK
 }
 
 func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
@@ -243,12 +240,11 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 		copy(bytesAt(w.buf+uintptr(iOfst-w.off), n), bytesAt(zBuf, n))
 		return lib.SQLITE_OK
 	default:
-		if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+		if rc := w.flush(tls); rc != lib.SQLITE_OK {
 			return rc
 		}
-		if n > walBufSize {
-			walFileWrites.Add(1)
-			return w.write(tls, zBuf, iAmt, iOfst)
+		if n > walBufSize { // larger than any frame: not expected
+			return w.write(tls, zBuf, n, iOfst)
 		}
 		w.off = iOfst
 	}
@@ -261,7 +257,7 @@ func walSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&w.orig.FxSync)))(tls, pFile, flags)
@@ -271,7 +267,7 @@ func walRead(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.orig.FxRead)))(tls, pFile, zBuf, iAmt, iOfst)
@@ -281,7 +277,7 @@ func walTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&w.orig.FxTruncate)))(tls, pFile, size)
@@ -291,7 +287,7 @@ func walFileSize(tls *libc.TLS, pFile, pSize uintptr) int32 {
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&w.orig.FxFileSize)))(tls, pFile, pSize)
@@ -303,7 +299,7 @@ func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rc := w.flush(tls, false); rc != lib.SQLITE_OK {
+	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&w.orig.FxFileControl)))(tls, pFile, op, pArg)
@@ -312,7 +308,7 @@ func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 
 func walClose(tls *libc.TLS, pFile uintptr) int32 {
 	w := wal(pFile)
 	w.mu.Lock()
-	rc := w.flush(tls, false)
+	rc := w.flush(tls)
 	libc.Xfree(tls, w.buf)
 	w.buf = 0
 	w.mu.Unlock()
@@ -332,9 +328,13 @@ func walClose(tls *libc.TLS, pFile uintptr) int32 {
 
 // dbShmBarrier writes every gathered frame of the database's WAL before
 // the barrier: SQLite calls it between writing the wal-index header's two
-// copies, and a reader trusts the header only once both agree. It has no
-// way to return an error, so a failed write stays in the buffer and the
-// WAL's next call reports it.
+// copies, and a reader trusts the header only once both agree. With
+// synchronous=FULL the commit's sync has emptied the buffer by then. Below
+// FULL a write that fails here cannot be reported (xShmBarrier returns
+// nothing) and the header is published all the same: the frames stay in
+// the buffer and the WAL's next call writes them or reports the error, but
+// until then a reader or checkpoint finds them missing. QuantyKube only
+// runs FULL (ADR-018).
 func dbShmBarrier(tls *libc.TLS, pFile uintptr) {
 	mu.Lock()
 	db := dbFiles[pFile]
@@ -346,7 +346,7 @@ func dbShmBarrier(tls *libc.TLS, pFile uintptr) {
 	for _, w := range wals {
 		w.mu.Lock()
 		if w.buf != 0 {
-			w.flush(tls, true)
+			w.flush(tls)
 		}
 		w.mu.Unlock()
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -110,11 +111,13 @@ func TestWALFramesReachTheFileBeforeTheHeader(t *testing.T) {
 	}
 }
 
-// A transaction larger than the buffer, with a value larger than one write
-// to the file may carry, commits whole and survives a reopen.
+// A transaction larger than the buffer, with values larger than one write
+// to the file may carry, commits whole, and a copy of the database and its
+// WAL taken after the commit recovers it from the WAL.
 func TestWALLargeTransaction(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "l.db")
+	copied := filepath.Join(t.TempDir(), "copy.db")
 	big := make([]byte, 3<<20)
 	for i := range big {
 		big[i] = byte(i % 251)
@@ -146,9 +149,21 @@ func TestWALLargeTransaction(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatalf("commit of 9 MiB: %v", err)
 		}
+		// What a power cut now would leave: no checkpoint has run.
+		for _, suffix := range []string{"", "-wal"} {
+			b, err := os.ReadFile(path + suffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if suffix == "-wal" && len(b) < 3*len(big) {
+				t.Fatalf("the WAL is %d bytes after a commit of %d", len(b), 3*len(big))
+			}
+			if err := os.WriteFile(copied+suffix, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}()
-	// A fresh process's view: the file and the WAL left on disk.
-	r, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+copied)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,11 +174,76 @@ func TestWALLargeTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, big) {
-			t.Fatalf("row %d after reopening: %d bytes, differing from the %d written", k, len(got), len(big))
+			t.Fatalf("row %d recovered from the WAL: %d bytes, differing from the %d written", k, len(got), len(big))
 		}
 	}
 	var check string
 	if err := r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatal(fmt.Sprint("integrity_check: ", check, err))
+	}
+}
+
+// A write that fails while the frames wait in the buffer loses none of
+// them: SQLite was told they were written. Here pages spill to the WAL in
+// the middle of a transaction (a cache of 20 pages), a statement that
+// reads them back fails to flush them, SQLite rolls back that statement
+// only, and the transaction goes on to commit.
+func TestWALFailedFlushKeepsTheFrames(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "f.db")
+	vfs, err := sqlite.GatheringVFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sql.Open("sqlite", "file:"+path+"?vfs="+vfs+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=cache_size(20)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	conn, err := w.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec := func(q string) error {
+		_, err := conn.ExecContext(ctx, q)
+		return err
+	}
+	for _, q := range []string{
+		`CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)`,
+		`BEGIN IMMEDIATE`,
+		`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000) INSERT INTO t SELECT i, randomblob(1000) FROM c`,
+	} {
+		if err := exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	stop := sqlite.FailWALWrites()
+	err = exec(`UPDATE t SET v = zeroblob(1000) WHERE k % 7 = 0`)
+	stop()
+	if err == nil {
+		t.Fatal("the update succeeded with every write to the WAL failing: nothing was flushed, and the test proves nothing")
+	}
+	t.Logf("the update, its flush failing: %v", err)
+	for _, q := range []string{`INSERT INTO t VALUES (5000, x'01')`, `COMMIT`} {
+		if err := exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	r, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var check string
+	var n, zeroed int
+	if err := r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check after the commit: %.200q, %v", check, err)
+	}
+	if err := r.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE v = zeroblob(1000)) FROM t`).Scan(&n, &zeroed); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2001 || zeroed != 0 {
+		t.Fatalf("after the commit: %d rows, %d of them updated; want 2001 and none (the update failed)", n, zeroed)
 	}
 }
