@@ -3,8 +3,9 @@
 package sqlite
 
 // The writer's WAL writes, gathered (ADR-018). SQLite writes a WAL frame
-// with two pwrite calls, its 24-byte header and then its page, so a batch of
-// 64 creates of 1 KiB was about 450 system calls, a third of the writer's
+// with two pwrite calls, its 24-byte header and then its page: 17 calls for
+// a commit of one create of 1 KiB, 8.4 per create in batches of 64.
+// Gathered, a write at one to eight clients costs the server a fifth less
 // CPU. The writer's connection opens its files through walVFS, the unix
 // VFS with the WAL file's writes kept in a buffer that reaches the file in
 // writes of up to maxWrite bytes, before anything could need it there:
@@ -13,7 +14,8 @@ package sqlite
 //   - before the wal-index header names the new frames (xShmBarrier on the
 //     database file, which SQLite calls between the header's two copies),
 //     so another connection never reads a frame that is not in the file
-//     yet, whatever the synchronous setting;
+//     yet (below synchronous=FULL, only while the writes succeed: see
+//     dbShmBarrier);
 //   - before any read, truncate, size, file control or close of the WAL.
 //
 // An error from a gathered write surfaces from the call that flushed it,
