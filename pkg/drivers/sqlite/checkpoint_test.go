@@ -14,17 +14,7 @@ import (
 func TestCheckpointFromTheReaders(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "c.db")
-	d := dialect(t, path)
-	w, r, err := d.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	defer r.Close()
-	defer w.Close()
-	if err := d.AutoCheckpoint(ctx, w, false); err != nil {
-		t.Fatal(err)
-	}
+	d, w, r := openPools(t, path, true)
 	size := func() int64 {
 		t.Helper()
 		st, err := os.Stat(path)

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"testing"
 
@@ -18,6 +19,26 @@ func dialect(t *testing.T, path string) *sqlite.Dialect {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// openPools opens the dialect's writer and readers on path until the test
+// ends; with noCheckpoint the writer's commits stop checkpointing.
+func openPools(t *testing.T, path string, noCheckpoint bool) (d *sqlite.Dialect, w, r *sql.DB) {
+	t.Helper()
+	d = dialect(t, path)
+	w, r, err := d.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() { w.Close() })
+	if noCheckpoint {
+		if err := d.AutoCheckpoint(context.Background(), w, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d, w, r
 }
 
 func openStore(t *testing.T, path string) *mvcc.Store {

@@ -255,56 +255,48 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 	return lib.SQLITE_OK
 }
 
-func walSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+// flushed flushes the WAL at pFile and, if that succeeded, calls its own
+// method.
+func flushed(tls *libc.TLS, pFile uintptr, method func(orig *lib.Tsqlite3_io_methods) int32) int32 {
 	w := wal(pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rc := w.flush(tls); rc != lib.SQLITE_OK {
 		return rc
 	}
-	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&w.orig.FxSync)))(tls, pFile, flags)
+	return method(w.orig)
+}
+
+func walSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+	return flushed(tls, pFile, func(orig *lib.Tsqlite3_io_methods) int32 {
+		return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&orig.FxSync)))(tls, pFile, flags)
+	})
 }
 
 func walRead(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
-	w := wal(pFile)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if rc := w.flush(tls); rc != lib.SQLITE_OK {
-		return rc
-	}
-	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.orig.FxRead)))(tls, pFile, zBuf, iAmt, iOfst)
+	return flushed(tls, pFile, func(orig *lib.Tsqlite3_io_methods) int32 {
+		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&orig.FxRead)))(tls, pFile, zBuf, iAmt, iOfst)
+	})
 }
 
 func walTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
-	w := wal(pFile)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if rc := w.flush(tls); rc != lib.SQLITE_OK {
-		return rc
-	}
-	return (*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&w.orig.FxTruncate)))(tls, pFile, size)
+	return flushed(tls, pFile, func(orig *lib.Tsqlite3_io_methods) int32 {
+		return (*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&orig.FxTruncate)))(tls, pFile, size)
+	})
 }
 
 func walFileSize(tls *libc.TLS, pFile, pSize uintptr) int32 {
-	w := wal(pFile)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if rc := w.flush(tls); rc != lib.SQLITE_OK {
-		return rc
-	}
-	return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&w.orig.FxFileSize)))(tls, pFile, pSize)
+	return flushed(tls, pFile, func(orig *lib.Tsqlite3_io_methods) int32 {
+		return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&orig.FxFileSize)))(tls, pFile, pSize)
+	})
 }
 
 // walFileControl flushes first: a size hint or chunk size acts on the
 // file's length, which the buffer's frames may extend.
 func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
-	w := wal(pFile)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if rc := w.flush(tls); rc != lib.SQLITE_OK {
-		return rc
-	}
-	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&w.orig.FxFileControl)))(tls, pFile, op, pArg)
+	return flushed(tls, pFile, func(orig *lib.Tsqlite3_io_methods) int32 {
+		return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&orig.FxFileControl)))(tls, pFile, op, pArg)
+	})
 }
 
 func walClose(tls *libc.TLS, pFile uintptr) int32 {

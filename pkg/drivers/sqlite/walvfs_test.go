@@ -14,18 +14,31 @@ import (
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 )
 
+// openGathering opens path in WAL mode through the gathering VFS, with
+// pragmas, until the test ends.
+func openGathering(t *testing.T, path string, pragmas ...string) *sql.DB {
+	t.Helper()
+	vfs, err := sqlite.GatheringVFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := "file:" + path + "?vfs=" + vfs + "&_pragma=journal_mode(WAL)"
+	for _, p := range pragmas {
+		dsn += "&_pragma=" + p
+	}
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
 // A transaction's frames reach the WAL in a few large writes, not two per
 // frame, and the readers see every row the moment the commit returns.
 func TestWALWritesGathered(t *testing.T) {
 	ctx := context.Background()
-	d := dialect(t, filepath.Join(t.TempDir(), "g.db"))
-	w, r, err := d.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	defer r.Close()
-	defer w.Close()
+	_, w, r := openPools(t, filepath.Join(t.TempDir(), "g.db"), false)
 	if _, err := w.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
@@ -70,15 +83,7 @@ func TestWALWritesGathered(t *testing.T) {
 func TestWALFramesReachTheFileBeforeTheHeader(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "n.db")
-	vfs, err := sqlite.GatheringVFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := sql.Open("sqlite", "file:"+path+"?vfs="+vfs+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := openGathering(t, path, "synchronous(NORMAL)")
 	w.SetMaxOpenConns(1)
 	if _, err := w.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
 		t.Fatal(err)
@@ -123,17 +128,7 @@ func TestWALLargeTransaction(t *testing.T) {
 		big[i] = byte(i % 251)
 	}
 	func() {
-		d := dialect(t, path)
-		w, r, err := d.Open(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		defer r.Close()
-		defer w.Close()
-		if err := d.AutoCheckpoint(ctx, w, false); err != nil {
-			t.Fatal(err)
-		}
+		_, w, _ := openPools(t, path, true)
 		if _, err := w.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 			t.Fatal(err)
 		}
@@ -191,15 +186,7 @@ func TestWALLargeTransaction(t *testing.T) {
 func TestWALFailedFlushKeepsTheFrames(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "f.db")
-	vfs, err := sqlite.GatheringVFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := sql.Open("sqlite", "file:"+path+"?vfs="+vfs+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=cache_size(20)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := openGathering(t, path, "synchronous(FULL)", "cache_size(20)")
 	conn, err := w.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
