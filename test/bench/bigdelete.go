@@ -150,7 +150,7 @@ func runBigDelete(ctx context.Context, srv *server, ec extraConfig) (*bigDeleteR
 	// A watcher of the prefix, as kube-apiserver's watch cache would be.
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	ws, err := openFanoutStream(wctx, strings.TrimPrefix(srv.endpoint, "http://"), bigDeletePrefix, 1)
+	ws, err := openFanoutStream(wctx, strings.TrimPrefix(srv.endpoint, "http://"), bigDeletePrefix, 1, false)
 	if err != nil {
 		return nil, err
 	}

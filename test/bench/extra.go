@@ -45,6 +45,9 @@ type extraConfig struct {
 	mixedClients, mixedKeys int
 	mixedTime               time.Duration
 	mixedGetRate            int // gets per second in all; 0: as many as the clients can
+
+	watchersStreams, watchersClients, watchersKeys int
+	watchersTime, watchersWait                     time.Duration
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -71,7 +74,12 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.mixedKeys, "mixed-keys", 2000, "mixed: keys the puts and gets spread over")
 	flag.DurationVar(&ec.mixedTime, "mixed-time", 15*time.Second, "mixed: the measured window (-quick 5s)")
 	flag.IntVar(&ec.mixedGetRate, "mixed-get-rate", 0, "mixed: gets per second the getting clients send in all, at most: fewer when the server falls behind (0: each sends its next get as soon as the last is answered)")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s")
+	flag.IntVar(&ec.watchersStreams, "watchers-streams", 100, "watchers: clients with one watch each (one connection and Watch stream each)")
+	flag.IntVar(&ec.watchersClients, "watchers-clients", 64, "watchers: clients putting under the watched prefixes")
+	flag.IntVar(&ec.watchersKeys, "watchers-keys", 20_000, "watchers: keys the puts update")
+	flag.DurationVar(&ec.watchersTime, "watchers-time", 15*time.Second, "watchers: how long the puts run (-quick 5s)")
+	flag.DurationVar(&ec.watchersWait, "watchers-wait", time.Minute, "watchers: bound on delivering every event, from the last put")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		set := map[string]bool{}
@@ -94,11 +102,12 @@ func extraFlags(ec *extraConfig) func() {
 					ec.idleTime = time.Minute
 				}
 			},
-			"idle-settle":  func() { ec.idleSettle = 30 * time.Second },
-			"startup-keys": func() { ec.startKeys = 100_000 },
-			"pgnet-single": func() { ec.netSingle = 300 },
-			"pgnet-keys":   func() { ec.netKeys = 2000 },
-			"mixed-time":   func() { ec.mixedTime = 5 * time.Second },
+			"idle-settle":   func() { ec.idleSettle = 30 * time.Second },
+			"startup-keys":  func() { ec.startKeys = 100_000 },
+			"pgnet-single":  func() { ec.netSingle = 300 },
+			"pgnet-keys":    func() { ec.netKeys = 2000 },
+			"mixed-time":    func() { ec.mixedTime = 5 * time.Second },
+			"watchers-time": func() { ec.watchersTime = 5 * time.Second },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -122,6 +131,8 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("pgnet: want a latency and phase time > 0, and creates and clients >= 1")
 	case ec.mixedClients < 1 || ec.mixedKeys < 1 || ec.mixedTime <= 0 || ec.mixedGetRate < 0:
 		return fmt.Errorf("mixed: want clients and keys >= 1, a time > 0 and a get rate >= 0")
+	case ec.watchersStreams < watchersPrefixes || ec.watchersClients < 1 || ec.watchersKeys < watchersPrefixes || ec.watchersTime <= 0 || ec.watchersWait <= 0:
+		return fmt.Errorf("watchers: want streams and keys >= %d, clients >= 1, and times > 0", watchersPrefixes)
 	}
 	if ec.idleAPIServer != "" {
 		if st, err := os.Stat(ec.idleAPIServer); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
@@ -132,7 +143,7 @@ func (ec extraConfig) check() error {
 }
 
 // extraWorkloads are the workloads beside the table, in the order they run.
-var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed"}
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers"}
 
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
@@ -142,7 +153,7 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers":
 			extras = append(extras, w)
 		default:
 			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
@@ -266,6 +277,11 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				return withServer(ctx, t, fr, func(srv *server) (*mixedResult, error) { return runMixed(ctx, srv, dbPID(t, pg), ec) })
 			})
 			print = func(w io.Writer) { printMixed(w, runs, ec) }
+		case "watchers":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, needsMultiOpTxn, func(ctx context.Context, t target, fr *fresh) (*watchersResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*watchersResult, error) { return runWatchers(ctx, srv, ec) })
+			})
+			print = func(w io.Writer) { printWatchers(w, runs, ec) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

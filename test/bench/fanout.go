@@ -166,8 +166,9 @@ type fanoutStream struct {
 
 var watchStreamDesc = &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true, ClientStreams: true}
 
-// openFanoutStream opens a Watch stream and asks for n watchers of prefix.
-func openFanoutStream(ctx context.Context, addr, prefix string, n int) (*fanoutStream, error) {
+// openFanoutStream opens a Watch stream and asks for n watchers of prefix,
+// each with prev_kv when prevKV is set.
+func openFanoutStream(ctx context.Context, addr, prefix string, n int, prevKV bool) (*fanoutStream, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{}), grpc.MaxCallRecvMsgSize(1<<30)))
 	if err != nil {
@@ -181,7 +182,7 @@ func openFanoutStream(ctx context.Context, addr, prefix string, n int) (*fanoutS
 	s := &fanoutStream{conn: conn, stream: stream, n: n, ids: map[int64]int{}, count: make([]int64, n), last: make([]int64, n)}
 	for i := 0; i < n; i++ {
 		req := &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
-			Key: []byte(prefix), RangeEnd: []byte(prefixEnd(prefix)),
+			Key: []byte(prefix), RangeEnd: []byte(prefixEnd(prefix)), PrevKv: prevKV,
 		}}}
 		if err := stream.SendMsg(req); err != nil {
 			conn.Close()
@@ -268,7 +269,7 @@ func runFanout(ctx context.Context, srv *server, ec extraConfig) (*fanoutResult,
 		if c == ec.fanConns-1 {
 			n = ec.fanWatchers - per*(ec.fanConns-1)
 		}
-		s, err := openFanoutStream(sctx, addr, fanoutPrefix, n)
+		s, err := openFanoutStream(sctx, addr, fanoutPrefix, n, false)
 		if err != nil {
 			return nil, err
 		}
