@@ -10,14 +10,16 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 )
 
-// codec is gRPC's proto codec, except for a Range answer that carries many
-// large values: gRPC would marshal it into one buffer as large as the
-// answer and hold it until the client has read the last byte, so many
-// concurrent lists of big objects each hold a copy of everything they
-// list. Here such an answer is the values themselves, shared with the store
-// (which never writes a value it has handed out), between small buffers
-// holding the rest of the encoding; the transport copies them out frame by
-// frame. The bytes on the wire are proto.Marshal's.
+// codec is gRPC's proto codec, except for two kinds of answer. A Range
+// answer that carries many large values: gRPC would marshal it into one
+// buffer as large as the answer and hold it until the client has read the
+// last byte, so many concurrent lists of big objects each hold a copy of
+// everything they list. Here such an answer is the values themselves,
+// shared with the store (which never writes a value it has handed out),
+// between small buffers holding the rest of the encoding; the transport
+// copies them out frame by frame. And any other answer larger than
+// maxPooled: it gets a buffer of its own size (marshalLarge). The bytes on
+// the wire are proto.Marshal's.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -32,7 +34,39 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 			return out, nil
 		}
 	}
+	if m, ok := v.(protov2.Message); ok {
+		return marshalSized(c.proto, v, m)
+	}
 	return c.proto.Marshal(v)
+}
+
+// maxPooled is the largest of gRPC's default buffer pool's sizes below its
+// last, 1 MiB (google.golang.org/grpc/mem: 256 B, 4, 16 and 32 KiB, 1
+// MiB). gRPC's codec takes a message's buffer from the smallest that
+// holds it, so an answer of 33 KiB holds 1 MiB (zeroed at every take)
+// until the client has read it. Watch answers of a stream that fell behind
+// are mostly that size: with a hundred watch streams under writes, those
+// buffers took QuantyKube to 3-5x etcd's memory (docs/BENCHMARKS.md, "Issue
+// 14, thirteenth round").
+const maxPooled = 32 << 10
+
+// marshalSized encodes m (v itself) as gRPC's codec does, but for a
+// message larger than maxPooled, which goes into a buffer of exactly its
+// size: the garbage of one allocation, against 1 MiB held per message. A
+// smaller message has its size computed twice, here and in gRPC's codec:
+// tens of nanoseconds, against the tens of microseconds of its request.
+func marshalSized(grpcCodec encoding.CodecV2, v any, m protov2.Message) (mem.BufferSlice, error) {
+	size := protov2.Size(m)
+	if size <= maxPooled {
+		return grpcCodec.Marshal(v)
+	}
+	// Size has just been computed, and an answer is not changed while it
+	// is sent.
+	b, err := protov2.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, size), m)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
 const (

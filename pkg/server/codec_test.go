@@ -166,3 +166,66 @@ func BenchmarkCodecList10k(b *testing.B) {
 		})
 	}
 }
+
+// An answer larger than maxPooled is encoded as proto.Marshal encodes it,
+// into a buffer of its own size: gRPC's pool would hold 1 MiB for it. One
+// at or below maxPooled goes through gRPC's codec as before.
+func TestCodecLargeAnswerHasItsOwnBuffer(t *testing.T) {
+	c := newCodec()
+	value := bytes.Repeat([]byte("v"), 1000)
+	watch := func(events int) proto.Message {
+		r := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: 1 << 20}, WatchId: 3}
+		for i := range events {
+			kv := &mvccpb.KeyValue{Key: fmt.Appendf(nil, "/registry/pods/ns/p%06d", i), Value: value, ModRevision: int64(i + 2), Version: 2}
+			prev := &mvccpb.KeyValue{Key: kv.Key, Value: value, ModRevision: int64(i + 1), Version: 1}
+			r.Events = append(r.Events, &mvccpb.Event{Kv: kv, PrevKv: prev})
+		}
+		return r
+	}
+	// Values under minSharedValue: a Range answer the shared encoding leaves alone.
+	small := bytes.Repeat([]byte("s"), minSharedValue-1)
+	rng := &pb.RangeResponse{Count: 200}
+	for i := range 200 {
+		rng.Kvs = append(rng.Kvs, &mvccpb.KeyValue{Key: fmt.Appendf(nil, "k%d", i), Value: small})
+	}
+	txn := &pb.TxnResponse{Succeeded: true, Responses: []*pb.ResponseOp{{Response: &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{PrevKv: &mvccpb.KeyValue{Key: []byte("k"), Value: bytes.Repeat([]byte("p"), 200<<10)}}}}}}
+	for _, tc := range []struct {
+		name  string
+		m     proto.Message
+		exact bool
+	}{
+		{"watch, 15 events", watch(15), false},
+		{"watch, 17 events", watch(17), true},
+		{"watch, 400 events", watch(400), true},
+		{"range of small values", rng, true},
+		{"txn with a large prev_kv", txn, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := proto.Marshal(tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.exact != (len(want) > maxPooled) {
+				t.Fatalf("the case is %d bytes: fix the case", len(want))
+			}
+			out, err := c.Marshal(tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Free()
+			if got := out.Materialize(); !bytes.Equal(got, want) {
+				t.Fatalf("encoded %d bytes unlike proto.Marshal's %d", len(got), len(want))
+			}
+			held := 0
+			for _, b := range out {
+				held += cap(b.ReadOnlyData())
+			}
+			if tc.exact && held != len(want) {
+				t.Fatalf("%d bytes held for an answer of %d", held, len(want))
+			}
+			if !tc.exact && held > maxPooled {
+				t.Fatalf("%d bytes held for an answer of %d", held, len(want))
+			}
+		})
+	}
+}
