@@ -10,16 +10,16 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 )
 
-// codec is gRPC's proto codec, except for two kinds of answer. A Range
-// answer that carries many large values: gRPC would marshal it into one
-// buffer as large as the answer and hold it until the client has read the
-// last byte, so many concurrent lists of big objects each hold a copy of
-// everything they list. Here such an answer is the values themselves,
-// shared with the store (which never writes a value it has handed out),
-// between small buffers holding the rest of the encoding; the transport
-// copies them out frame by frame. And any other answer larger than
-// maxPooled: it gets a buffer of its own size (marshalLarge). The bytes on
-// the wire are proto.Marshal's.
+// codec encodes answers as gRPC's proto codec does (the bytes on the wire
+// are proto.Marshal's), with two differences. A Range answer that carries
+// many large values: gRPC would marshal it into one buffer as large as the
+// answer and hold it until the client has read the last byte, so many
+// concurrent lists of big objects each hold a copy of everything they
+// list. Here such an answer is the values themselves, shared with the
+// store (which never writes a value it has handed out), between small
+// buffers holding the rest of the encoding; the transport copies them out
+// frame by frame. And any other answer larger than maxPooled gets a buffer
+// of its own size (marshalSized). Requests are decoded by gRPC's codec.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -46,8 +46,8 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // holds it, so an answer of 33 KiB holds 1 MiB (zeroed at every take)
 // until the client has read it. Watch answers of a stream that fell behind
 // are mostly that size: with a hundred watch streams under writes, those
-// buffers took QuantyKube to 3-5x etcd's memory (docs/BENCHMARKS.md, "Issue
-// 14, thirteenth round").
+// buffers took QuantyKube to 1.8-4.8x etcd's memory (docs/BENCHMARKS.md,
+// "Issue 14, thirteenth round").
 const maxPooled = 32 << 10
 
 // marshalSized encodes m (v itself) as gRPC's codec does, with one

@@ -116,8 +116,9 @@ func TestCodecKnowsEveryField(t *testing.T) {
 	}
 }
 
-// Other messages, and answers the encoder does not know (unknown fields, a
-// nil entry), go through gRPC's proto codec unchanged.
+// Other messages, and Range answers the shared encoding does not know
+// (unknown fields, a nil entry), are encoded exactly as gRPC's proto codec
+// encodes them.
 func TestCodecOtherMessages(t *testing.T) {
 	c := newCodec()
 	r := randomRange(rand.New(rand.NewPCG(3, 4)), 300)
@@ -169,7 +170,7 @@ func BenchmarkCodecList10k(b *testing.B) {
 
 // An answer larger than maxPooled is encoded as proto.Marshal encodes it,
 // into a buffer of its own size: gRPC's pool would hold 1 MiB for it. One
-// at or below maxPooled goes through gRPC's codec as before.
+// at or below maxPooled takes a buffer from gRPC's pool, as gRPC's codec does.
 func TestCodecLargeAnswerHasItsOwnBuffer(t *testing.T) {
 	c := newCodec()
 	value := bytes.Repeat([]byte("v"), 1000)
