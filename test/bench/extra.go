@@ -133,6 +133,8 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("mixed: want clients and keys >= 1, a time > 0 and a get rate >= 0")
 	case ec.watchersStreams < watchersPrefixes || ec.watchersClients < 1 || ec.watchersKeys < watchersPrefixes || ec.watchersTime <= 0 || ec.watchersWait <= 0:
 		return fmt.Errorf("watchers: want streams and keys >= %d, clients >= 1, and times > 0", watchersPrefixes)
+	case ec.watchersKeys%watchersStride == 0:
+		return fmt.Errorf("watchers: -watchers-keys %d is a multiple of %d, which would put every update on one key", ec.watchersKeys, watchersStride)
 	}
 	if ec.idleAPIServer != "" {
 		if st, err := os.Stat(ec.idleAPIServer); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -44,6 +44,10 @@ func (r *watchersResult) cpuPerEvent() time.Duration {
 	return r.serverCPU / time.Duration(r.delivered)
 }
 
+// watchersStride spreads consecutive puts over the keys: a prime, so any
+// number of keys that is not a multiple of it is covered.
+const watchersStride = 7919
+
 // watchersOps bounds the puts; the window (-watchers-time) ends the run
 // long before on any machine this runs on.
 const watchersOps = 10_000_000
@@ -106,8 +110,8 @@ func runWatchers(ctx context.Context, srv *server, ec extraConfig) (*watchersRes
 	}
 	var owed atomic.Int64
 	res.puts = drive(ctx, conns, ec.watchersClients, watchersOps, ec.watchersTime, ec.reqTimeout, func(ctx context.Context, c *clientv3.Client, i int) error {
-		// Spread over the keys, each client's run of puts over every prefix.
-		k := i * 7919 % ec.watchersKeys
+		// Consecutive puts go to keys far apart, under every prefix in turn.
+		k := i * watchersStride % ec.watchersKeys
 		if _, err := c.Put(ctx, key(k), val); err != nil {
 			return err
 		}
