@@ -246,43 +246,84 @@ func (s *fanoutStream) receive(total *atomic.Int64) {
 	}
 }
 
+// watchSet is a workload's Watch streams, each read by a goroutine of its
+// own, and the events they received in all.
+type watchSet struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	addr    string
+	streams []*fanoutStream
+	wg      sync.WaitGroup
+	total   atomic.Int64
+}
+
+func newWatchSet(ctx context.Context, addr string) *watchSet {
+	wctx, cancel := context.WithCancel(ctx)
+	return &watchSet{ctx: wctx, cancel: cancel, addr: addr}
+}
+
+// open opens a stream with n watchers of prefix and starts reading it.
+func (ws *watchSet) open(prefix string, n int, prevKV bool) error {
+	s, err := openFanoutStream(ws.ctx, ws.addr, prefix, n, prevKV)
+	if err != nil {
+		return err
+	}
+	ws.streams = append(ws.streams, s)
+	ws.wg.Add(1)
+	go func() { defer ws.wg.Done(); s.receive(&ws.total) }()
+	return nil
+}
+
+// waitCreated waits until every stream's watchers have been created.
+func (ws *watchSet) waitCreated(deadline time.Time) error {
+	for _, s := range ws.streams {
+		if err := s.waitCreated(deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check counts the events received out of revision order, and returns
+// the first error a stream met.
+func (ws *watchSet) check() (misordered int64, err error) {
+	for _, s := range ws.streams {
+		misordered += s.misordered.Load()
+		if e, _ := s.err.Load().(string); e != "" && err == nil {
+			err = fmt.Errorf("watch stream: %s", e)
+		}
+	}
+	return misordered, err
+}
+
+// close ends the streams and waits for their readers.
+func (ws *watchSet) close() {
+	ws.cancel()
+	for _, s := range ws.streams {
+		s.conn.Close()
+	}
+	ws.wg.Wait()
+}
+
 // runFanout creates the watchers, makes the puts one after another, and
 // waits (at most wait) for every event to reach every watcher.
 func runFanout(ctx context.Context, srv *server, ec extraConfig) (*fanoutResult, error) {
 	res := &fanoutResult{watchers: ec.fanWatchers, puts: ec.fanPuts, want: int64(ec.fanWatchers) * int64(ec.fanPuts)}
-	addr := strings.TrimPrefix(srv.endpoint, "http://")
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var total atomic.Int64
-	var streams []*fanoutStream
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		for _, s := range streams {
-			s.conn.Close()
-		}
-		wg.Wait()
-	}()
+	ws := newWatchSet(ctx, strings.TrimPrefix(srv.endpoint, "http://"))
+	defer ws.close()
 	per := ec.fanWatchers / ec.fanConns
 	for c := 0; c < ec.fanConns; c++ {
 		n := per
 		if c == ec.fanConns-1 {
 			n = ec.fanWatchers - per*(ec.fanConns-1)
 		}
-		s, err := openFanoutStream(sctx, addr, fanoutPrefix, n, false)
-		if err != nil {
+		if err := ws.open(fanoutPrefix, n, false); err != nil {
 			return nil, err
 		}
-		streams = append(streams, s)
-		wg.Add(1)
-		go func() { defer wg.Done(); s.receive(&total) }()
 	}
 	// Every watcher created before the first put.
-	deadline := time.Now().Add(2 * time.Minute)
-	for _, s := range streams {
-		if err := s.waitCreated(deadline); err != nil {
-			return nil, err
-		}
+	if err := ws.waitCreated(time.Now().Add(2 * time.Minute)); err != nil {
+		return nil, err
 	}
 
 	c, err := newClient(srv.endpoint)
@@ -306,7 +347,7 @@ func runFanout(ctx context.Context, srv *server, ec extraConfig) (*fanoutResult,
 	}
 	res.putTime = time.Since(t0)
 	end := t0.Add(ec.fanWait)
-	for total.Load() < res.want && time.Now().Before(end) && ctx.Err() == nil {
+	for ws.total.Load() < res.want && time.Now().Before(end) && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.deliverTime = time.Since(t0)
@@ -315,12 +356,9 @@ func runFanout(ctx context.Context, srv *server, ec extraConfig) (*fanoutResult,
 		return nil, err
 	}
 	res.serverCPU = cpu1 - cpu0
-	res.delivered = total.Load()
-	for _, s := range streams {
-		res.misordered += s.misordered.Load()
-		if e, _ := s.err.Load().(string); e != "" {
-			return res, fmt.Errorf("watch stream: %s", e)
-		}
+	res.delivered = ws.total.Load()
+	if res.misordered, err = ws.check(); err != nil {
+		return res, err
 	}
 	return res, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,34 +69,17 @@ func runWatchers(ctx context.Context, srv *server, ec extraConfig) (*watchersRes
 		return nil, err
 	}
 
-	addr := strings.TrimPrefix(srv.endpoint, "http://")
-	sctx, cancel := context.WithCancel(ctx)
-	var total atomic.Int64
-	var streams []*fanoutStream
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		for _, s := range streams {
-			s.conn.Close()
-		}
-		wg.Wait()
-	}()
+	ws := newWatchSet(ctx, strings.TrimPrefix(srv.endpoint, "http://"))
+	defer ws.close()
 	watching := make([]int64, watchersPrefixes) // watchers of each prefix
 	for i := 0; i < ec.watchersStreams; i++ {
-		s, err := openFanoutStream(sctx, addr, prefix(i%watchersPrefixes), 1, true)
-		if err != nil {
+		if err := ws.open(prefix(i%watchersPrefixes), 1, true); err != nil {
 			return nil, err
 		}
-		streams = append(streams, s)
 		watching[i%watchersPrefixes]++
-		wg.Add(1)
-		go func() { defer wg.Done(); s.receive(&total) }()
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for _, s := range streams {
-		if err := s.waitCreated(deadline); err != nil {
-			return nil, err
-		}
+	if err := ws.waitCreated(time.Now().Add(2 * time.Minute)); err != nil {
+		return nil, err
 	}
 
 	res := &watchersResult{}
@@ -120,7 +102,7 @@ func runWatchers(ctx context.Context, srv *server, ec extraConfig) (*watchersRes
 	})
 	lastPut := time.Now()
 	res.want = owed.Load()
-	for total.Load() < res.want && time.Since(lastPut) < ec.watchersWait && ctx.Err() == nil {
+	for ws.total.Load() < res.want && time.Since(lastPut) < ec.watchersWait && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
 	res.lastEvent = time.Since(lastPut)
@@ -132,12 +114,9 @@ func runWatchers(ctx context.Context, srv *server, ec extraConfig) (*watchersRes
 	if res.mem, err = readMemory(srv.pid); err != nil {
 		return nil, err
 	}
-	res.delivered = total.Load()
-	for _, s := range streams {
-		res.misordered += s.misordered.Load()
-		if e, _ := s.err.Load().(string); e != "" {
-			return res, fmt.Errorf("watch stream: %s", e)
-		}
+	res.delivered = ws.total.Load()
+	if res.misordered, err = ws.check(); err != nil {
+		return res, err
 	}
 	if res.puts.ops == 0 {
 		return nil, fmt.Errorf("watchers: no put succeeded (first error: %q)", res.puts.firstErr)
