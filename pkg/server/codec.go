@@ -18,8 +18,9 @@ import (
 // list. Here such an answer is the values themselves, shared with the
 // store (which never writes a value it has handed out), between small
 // buffers holding the rest of the encoding; the transport copies them out
-// frame by frame. And any other answer larger than maxPooled gets a buffer
-// of its own size (marshalSized). Requests are decoded by gRPC's codec.
+// frame by frame. And any other answer larger than maxPooled takes a buffer
+// near its size, not gRPC's 1 MiB (marshalSized). Requests, and messages that are not
+// protobuf v2 (none of the services' are), go to gRPC's codec.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -42,24 +43,43 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 
 // maxPooled is the largest of gRPC's default buffer pool's sizes below its
 // last, 1 MiB (google.golang.org/grpc/mem: 256 B, 4, 16 and 32 KiB, 1
-// MiB). gRPC's codec takes a message's buffer from the smallest that
-// holds it, so an answer of 33 KiB holds 1 MiB (zeroed at every take)
-// until the client has read it. Watch answers of a stream that fell behind
-// are mostly that size: with a hundred watch streams under writes, those
-// buffers took QuantyKube to 1.8-4.8x etcd's memory (docs/BENCHMARKS.md,
-// "Issue 14, thirteenth round").
+// MiB). gRPC's codec takes the buffer of a message over 1 KiB from the
+// smallest that holds it, so an answer of 33 KiB to 1 MiB holds 1 MiB
+// (zeroed at every take) until the client has read it. Watch answers of a
+// stream that fell behind are mostly that size: with a hundred watch
+// streams under writes, those buffers took QuantyKube to 1.7-4.8x etcd's
+// memory (docs/BENCHMARKS.md, "Issue 14, thirteenth round").
 const maxPooled = 32 << 10
 
-// marshalSized encodes m (v itself) as gRPC's codec does, with one
-// difference: a message larger than maxPooled goes into a buffer of
-// exactly its size, the garbage of one allocation, against 1 MiB held per
-// message.
+// largeAnswers holds the buffers of answers over maxPooled up to
+// maxReused, in sizes a power of two apart (64, 128 and 256 KiB): such an
+// answer holds less than twice its size, and its buffer is used again
+// rather than left to the collector, which costs several times the
+// encoding at these sizes. That is where the answers to a watcher that
+// keeps up with a busy store fall (a group commit's events). A larger
+// answer gets a buffer of its own size: kept in a pool, buffers of
+// megabytes stayed with every stream that had once sent one
+// (docs/BENCHMARKS.md, "Issue 14, thirteenth round").
+var largeAnswers = func() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(16, 17, 18)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+const maxReused = 256 << 10
+
+// marshalSized encodes m as gRPC's codec does, but for a message larger
+// than maxPooled, for which gRPC's codec would hold 1 MiB (up to 1 MiB):
+// it takes its buffer from largeAnswers, or above maxReused one of its
+// own size.
 func marshalSized(m protov2.Message) (mem.BufferSlice, error) {
 	size := protov2.Size(m)
 	// Size has just been computed, and an answer is not changed while it
 	// is sent.
 	opts := protov2.MarshalOptions{UseCachedSize: true}
-	if size > maxPooled || mem.IsBelowBufferPoolingThreshold(size) {
+	if mem.IsBelowBufferPoolingThreshold(size) || size > maxReused {
 		b, err := opts.MarshalAppend(make([]byte, 0, size), m)
 		if err != nil {
 			return nil, err
@@ -67,6 +87,9 @@ func marshalSized(m protov2.Message) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	pool := mem.DefaultBufferPool()
+	if size > maxPooled {
+		pool = largeAnswers
+	}
 	buf := pool.Get(size)
 	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
 		pool.Put(buf)
