@@ -19,8 +19,9 @@ import (
 // store (which never writes a value it has handed out), between small
 // buffers holding the rest of the encoding; the transport copies them out
 // frame by frame. And any other answer larger than maxPooled takes a buffer
-// near its size, not gRPC's 1 MiB (marshalSized). Requests, and messages that are not
-// protobuf v2 (none of the services' are), go to gRPC's codec.
+// near its size, where gRPC's codec would take 1 MiB for one of up to 1
+// MiB (marshalSized). Requests, and messages that are not protobuf v2
+// (none of the services' are), go to gRPC's codec.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
@@ -44,11 +45,12 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // maxPooled is the largest of gRPC's default buffer pool's sizes below its
 // last, 1 MiB (google.golang.org/grpc/mem: 256 B, 4, 16 and 32 KiB, 1
 // MiB). gRPC's codec takes the buffer of a message over 1 KiB from the
-// smallest that holds it, so an answer of 33 KiB to 1 MiB holds 1 MiB
-// (zeroed at every take) until the client has read it. Watch answers of a
-// stream that fell behind are mostly that size: with a hundred watch
-// streams under writes, those buffers took QuantyKube to 1.7-4.8x etcd's
-// memory (docs/BENCHMARKS.md, "Issue 14, thirteenth round").
+// smallest that holds it, so an answer over 32 KiB and up to 1 MiB holds
+// 1 MiB (zeroed at every take) until the client has read it. Watch
+// answers of a stream that fell behind are mostly that size: with a
+// hundred watch streams under writes, those buffers took QuantyKube to
+// 1.7-4.8x etcd's memory (docs/BENCHMARKS.md, "Issue 14, thirteenth
+// round").
 const maxPooled = 32 << 10
 
 // largeAnswers holds the buffers of answers over maxPooled up to

@@ -169,9 +169,9 @@ func BenchmarkCodecList10k(b *testing.B) {
 }
 
 // An answer larger than maxPooled is encoded as proto.Marshal encodes it,
-// into a buffer less than twice its size (64 KiB at least): gRPC's pool
-// would hold 1 MiB for it. One at or below maxPooled takes a buffer from
-// gRPC's pool, as gRPC's codec does.
+// into a buffer less than twice its size, and above maxReused exactly its
+// size: gRPC's pool would hold 1 MiB for it. One at or below maxPooled
+// takes a buffer from gRPC's pool, as gRPC's codec does.
 func TestCodecLargeAnswerHoldsNearItsSize(t *testing.T) {
 	c := newCodec()
 	value := bytes.Repeat([]byte("v"), 1000)
@@ -222,8 +222,11 @@ func TestCodecLargeAnswerHoldsNearItsSize(t *testing.T) {
 			for _, b := range out {
 				held += cap(b.ReadOnlyData())
 			}
-			if tc.large && (held < len(want) || held >= max(2*len(want), 64<<10)) {
+			if tc.large && (held < len(want) || held >= 2*len(want)) {
 				t.Fatalf("%d bytes held for an answer of %d", held, len(want))
+			}
+			if len(want) > maxReused && held != len(want) {
+				t.Fatalf("%d bytes held for an answer of %d: above maxReused an answer's buffer is its own", held, len(want))
 			}
 			if !tc.large && held > maxPooled {
 				t.Fatalf("%d bytes held for an answer of %d", held, len(want))
