@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -240,6 +241,33 @@ func (c *Cluster) Bind(t *testing.T, u *User, clusterRole, ns string) {
 	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("bind %s to %s: %v", u.Name, clusterRole, err)
+	}
+	// kube-apiserver's authorizer learns the binding from its informers, a
+	// moment after the write: a request sent at once may still be refused.
+	// Wait until the binding grants what its role's first rule allows.
+	role, err := c.Kube.RbacV1().ClusterRoles().Get(ctx, clusterRole, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("bind %s to %s: %v", u.Name, clusterRole, err)
+	}
+	var attrs *authorizationv1.ResourceAttributes
+	for _, r := range role.Rules {
+		if len(r.Verbs) > 0 && len(r.APIGroups) > 0 && len(r.Resources) > 0 {
+			attrs = &authorizationv1.ResourceAttributes{Namespace: ns, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}
+			break
+		}
+	}
+	if attrs == nil {
+		t.Fatalf("bind %s to %s: the role grants no resource to check the binding with", u.Name, clusterRole)
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: u.Name, ResourceAttributes: attrs}}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err := c.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err == nil && got.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bind %s to %s: %s %s/%s still not allowed after 30 s (%v)", u.Name, clusterRole, attrs.Verb, attrs.Group, attrs.Resource, err)
+		}
 	}
 }
 
