@@ -198,17 +198,20 @@ type extraRun[R any] struct {
 }
 
 // eachRound runs f for every target, rounds times, each time on fresh
-// data; skip says why a target cannot run the workload ("" if it can).
+// data, the targets of each round in roundOrder; skip says why a target
+// cannot run the workload ("" if it can).
 func eachRound[R any](ctx context.Context, name string, targets []target, workDir string, pg *pgCluster, rounds int,
 	skip func(target) string, f func(ctx context.Context, t target, fr *fresh) (R, error)) []*extraRun[R] {
-	var out []*extraRun[R]
-	for _, t := range targets {
-		run := &extraRun[R]{t: t, skipped: skip(t)}
-		out = append(out, run)
-		if run.skipped != "" {
-			continue
-		}
-		for r := 1; r <= rounds && ctx.Err() == nil; r++ {
+	out := make([]*extraRun[R], len(targets))
+	for i, t := range targets {
+		out[i] = &extraRun[R]{t: t, skipped: skip(t)}
+	}
+	for r := 1; r <= rounds && ctx.Err() == nil; r++ {
+		for _, i := range roundOrder(len(targets), r) {
+			run, t := out[i], targets[i]
+			if run.skipped != "" || ctx.Err() != nil {
+				continue
+			}
 			logf("%s: %s, round %d of %d", t.name, name, r, rounds)
 			fr, err := prepare(ctx, t, workDir, pg, "-"+name, r)
 			if err == nil {

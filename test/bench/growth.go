@@ -400,7 +400,8 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 	levels := []int{1, 16}
 	results := map[string][]historyRow{}
 	for round := 1; round <= rounds; round++ {
-		for _, name := range names {
+		for _, i := range roundOrder(len(names), round) {
+			name := names[i]
 			logf("history: %s, round %d of %d (load %s)", name, round, rounds, loadAvg())
 			srv, err := startGrowthServer(ctx, bins[name], dir, append([]string{"--retain", "0"}, extra...)...)
 			if err != nil {

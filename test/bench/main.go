@@ -4,7 +4,8 @@
 // Each server runs as its own process on a free loopback port with a fresh
 // data directory (or a fresh Postgres database), one after another in the
 // same run; each figure is the better of -rounds rounds (correctness counts
-// are the worse). `make bench` (scripts/bench.sh) builds the peers and runs
+// are the worse). Each round runs every target once, in the order given in
+// odd rounds and reversed in even ones (roundOrder). `make bench` (scripts/bench.sh) builds the peers and runs
 // this; docs/BENCHMARKS.md explains the table.
 package main
 
@@ -68,7 +69,7 @@ func run() error {
 	phaseTime := flag.Duration("phase-time", 15*time.Second, "upper bound on each timed phase")
 	listOps := flag.Int("list-ops", 200, "list requests per list phase (at most)")
 	list100k := flag.Bool("list100k", false, "also list 10,000 of 100,000 keys (fills 100,000 keys per round: minutes on kine)")
-	rounds := flag.Int("rounds", 2, "rounds per target; each figure is the best")
+	rounds := flag.Int("rounds", 2, "rounds per target; each figure is the best; even rounds run the targets in reverse order")
 	bigRounds := flag.Int("list100k-rounds", 1, "rounds (from the first) that fill and list the 100,000 keys")
 	profileDir := flag.String("profile", "", "after the table, run the workload once more against QuantyKube served by this binary and write a CPU profile per phase into this directory")
 	profileTrace := flag.Bool("profile-trace", false, "with -profile: also write an execution trace per phase")
@@ -210,20 +211,25 @@ func run() error {
 
 	if table {
 		started := time.Now()
-		var results []*targetResult
-		for _, t := range targets {
-			tr := &targetResult{t: t}
-			for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
-				logf("%s: round %d of %d", t.name, r, *rounds)
+		results := make([]*targetResult, len(targets))
+		for i, t := range targets {
+			results[i] = &targetResult{t: t}
+		}
+		for r := 1; r <= *rounds && ctx.Err() == nil; r++ {
+			for _, i := range roundOrder(len(targets), r) {
+				if ctx.Err() != nil {
+					break
+				}
+				tr := results[i]
+				logf("%s: round %d of %d", tr.t.name, r, *rounds)
 				rcfg := cfg
 				rcfg.list100k = cfg.list100k && r <= *bigRounds
-				rr := runRound(ctx, t, workDir, pg, r, rcfg)
+				rr := runRound(ctx, tr.t, workDir, pg, r, rcfg)
 				if rr.err != nil {
-					logf("%s: round %d: %v", t.name, r, rr.err)
+					logf("%s: round %d: %v", tr.t.name, r, rr.err)
 				}
 				tr.rounds = append(tr.rounds, rr)
 			}
-			results = append(results, tr)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
