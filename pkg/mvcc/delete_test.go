@@ -121,7 +121,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 		t.Fatalf("reference delete of [/d/a, /d/b): %v", got)
 	}
 	all := mvcc.NewKeyRange([]byte("/"), []byte{0})
-	wantEvents, err := ref.Events(ctx, start+1, ref.Rev(), all)
+	wantEvents, _, err := ref.Events(ctx, start+1, ref.Rev(), all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 					t.Fatalf("request %d:\n got %v\nwant %v", i, resps[i], want[i])
 				}
 			}
-			evs, err := s.Events(ctx, start+1, s.Rev(), all)
+			evs, _, err := s.Events(ctx, start+1, s.Rev(), all)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestDeleteRangeSteps(t *testing.T) {
 		t.Fatalf("deleted %d, want %d", d.Deleted, keys)
 	}
 	rev := want.Header.Revision
-	evs, err := s.Events(ctx, rev, rev, mvcc.NewKeyRange([]byte("/"), []byte{0}))
+	evs, _, err := s.Events(ctx, rev, rev, mvcc.NewKeyRange([]byte("/"), []byte{0}))
 	if err != nil {
 		t.Fatal(err)
 	}

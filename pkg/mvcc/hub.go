@@ -207,12 +207,14 @@ func (h *hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
 // Published is the newest revision watchers can read (WatchableKV).
 func (s *Store) Published() (int64, <-chan struct{}, bool) { return s.hub.state() }
 
-// Events returns the committed events in [from, to] on keys in kr, in
-// revision order, from the ring when it still holds them and from the log
-// table otherwise. Each event carries its prev_kv (WatchableKV).
-func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
+// Events returns the committed events in [from, through] on keys in kr,
+// in revision order, from the ring when it still holds them (all of them:
+// they are in memory already) and from the log table otherwise, at most
+// about LogReadBytes of them. Each event carries its prev_kv
+// (WatchableKV).
+func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, int64, error) {
 	if evs, ok := s.hub.read(from, to, kr); ok {
-		return evs, nil
+		return evs, to, nil
 	}
 	metrics.WatchLogReads.Inc()
 	return s.eventsFromLog(ctx, from, to, kr)

@@ -78,12 +78,15 @@ type WatchableKV interface {
 	// closes, when closed is true). It never runs ahead of Rev.
 	Published() (rev int64, newer <-chan struct{}, closed bool)
 
-	// Events returns the committed events with from <= revision <= to on
-	// keys in kr, in (revision, change) order, each with its prev_kv
-	// (nil on a create). When the history from `from` on has been pruned
-	// it returns a *BelowFloorError, whose Floor is where a watcher may
-	// resume.
-	Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error)
+	// Events returns the committed events with from <= revision <= through
+	// on keys in kr, in (revision, change) order, each with its prev_kv
+	// (nil on a create). through is to unless the events had to be read
+	// back from the log and those up to to would hold more memory than a
+	// bound: then it is the last revision read, never less than from, and
+	// the caller asks again from through+1. When the history from `from`
+	// on has been pruned it returns a *BelowFloorError, whose Floor is
+	// where a watcher may resume.
+	Events(ctx context.Context, from, to int64, kr KeyRange) (evs []*Event, through int64, err error)
 
 	// RetainFloor is the highest retention floor: a watcher below it may
 	// have missed pruned events.

@@ -12,13 +12,18 @@ import (
 // Log (history.go). Each change comes with its prev_kv, the key's row
 // just before it unless that was a delete.
 
-func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, error) {
+// eventsFromLog reads the events of [from, to] on kr back from the log,
+// or of [from, through] when those would hold more than LogReadBytes: a
+// watcher behind by 2,000 revisions of 1 MiB objects, prev_kv and all,
+// would otherwise hold 4 GB at once. It stops only between revisions,
+// after the first, so a revision larger than the bound is read whole.
+func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, int64, error) {
 	cond, args := s.q.where("l.key", kr, []any{from, to})
 	// A catch-up window is a few thousand revisions: read it by revision,
 	// never by scanning the watched prefix's whole history.
 	q, args := s.logEventsSQL(s.d.LogByRev("l"), `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
 	if err := s.rstmts.warm(ctx, q, floorSQL); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// The events and the retention floor come from one snapshot: pruning
 	// raises the floor in the transaction that removes rows, so a read that
@@ -26,25 +31,29 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	// this replica or any other.
 	tx, done, err := s.readTx(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer done()
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	evs, _, err := scanEvents(rows)
+	evs, _, full, err := scanEvents(rows, s.opts.LogReadBytes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var floor int64
 	if err := tx.QueryRowContext(ctx, floorSQL).Scan(&floor); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if from < floor {
-		return nil, &BelowFloorError{Floor: max(floor, s.compact.Load())}
+		return nil, 0, &BelowFloorError{Floor: max(floor, s.compact.Load())}
 	}
-	return evs, nil
+	through := to
+	if !full {
+		through = evs[len(evs)-1].Rev()
+	}
+	return evs, through, nil
 }
 
 const floorSQL = `SELECT value FROM meta WHERE name = 'retain_floor'`
@@ -72,7 +81,8 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	return scanEvents(rows)
+	evs, subs, _, err := scanEvents(rows, 0)
+	return evs, subs, err
 }
 
 // keyEvents is logEvents for one key, whose log is a chain: each change's
@@ -159,20 +169,25 @@ func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl
 	return &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
 }
 
-// scanEvents reads logEventsSQL's rows.
-func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
+// scanEvents reads logEventsSQL's rows: all of them (full), or, with
+// maxBytes > 0, those of the revisions before the first that begins once
+// the events read take maxBytes or more (Event.Size).
+func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
 	defer rows.Close()
 	var out []*Event
-	var subs []int64
 	var sl slab
 	var key, value, pValue sql.RawBytes
+	size := 0
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
 		var sub, deleted, unixMs int64
 		var pRev, pCreate, pVersion, pLease, pDeleted sql.NullInt64
 		if err := rows.Scan(&kv.ModRevision, &sub, &key, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
 			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
+		}
+		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != out[len(out)-1].Rev() {
+			return out, subs, false, nil
 		}
 		kv.Key = sl.copy(key)
 		e := logEvent(kv, deleted, unixMs, value, &sl)
@@ -181,6 +196,10 @@ func scanEvents(rows *sql.Rows) ([]*Event, []int64, error) {
 		}
 		out = append(out, e)
 		subs = append(subs, sub)
+		size += e.Size()
 	}
-	return out, subs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, false, err
+	}
+	return out, subs, true, nil
 }

@@ -160,7 +160,7 @@ func answers(t *testing.T, s *mvcc.Store) string {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&b, "log: %v\n", eventsText(page.Events))
-	evs, err := s.Events(ctx, 1, s.Rev(), everyKey)
+	evs, _, err := s.Events(ctx, 1, s.Rev(), everyKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,10 @@ type Options struct {
 	// RingBytes bounds the in-memory event ring that serves watchers; older
 	// events are read back from the log table (default 16 MiB).
 	RingBytes int
+	// LogReadBytes bounds the events one read back from the log holds in
+	// memory (a watcher's catch-up, a replica's tailer): the read stops
+	// after the first revision that reaches it (default 16 MiB).
+	LogReadBytes int
 	// LeaseCheckInterval is how often lease deadlines are checked.
 	LeaseCheckInterval time.Duration
 	// Now is the clock (tests).
@@ -112,6 +116,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	}
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = 16 << 20
+	}
+	if opts.LogReadBytes <= 0 {
+		opts.LogReadBytes = 16 << 20
 	}
 	if opts.LeaseCheckInterval <= 0 {
 		opts.LeaseCheckInterval = 250 * time.Millisecond

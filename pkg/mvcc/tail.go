@@ -219,7 +219,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// Every revision <= rev committed before meta said rev (the batch
 		// lock orders commits), so any later read sees all of them.
 		to := min(rev, have+tailStep)
-		evs, err := t.s.eventsFromLog(ctx, have+1, to, all)
+		evs, through, err := t.s.eventsFromLog(ctx, have+1, to, all)
 		if below := (*BelowFloorError)(nil); errors.As(err, &below) {
 			// This replica fell behind retention (cut off from the
 			// database for longer than --retain, or slower than the
@@ -240,6 +240,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		to = through // a read of large values stops early; the loop goes on from there
 		// The revision moves before the Hub does, as in localPublisher:
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.

@@ -75,18 +75,18 @@ func TestReplicaBehindRetentionMovesOn(t *testing.T) {
 	waitFor(rev)
 
 	all := mvcc.KeyRange{Key: []byte{}, Unbounded: true}
-	_, err := b.Events(ctx, start+1, rev, all)
+	_, _, err := b.Events(ctx, start+1, rev, all)
 	var below *mvcc.BelowFloorError
 	if !errors.As(err, &below) || below.Floor < floor {
 		t.Fatalf("a watcher at revision %d on the lagging replica: %v, want the floor %d", start+1, err, floor)
 	}
-	evs, err := b.Events(ctx, floor, rev, all)
+	evs, _, err := b.Events(ctx, floor, rev, all)
 	if err != nil || len(evs) != int(rev-floor+1) {
 		t.Fatalf("events from the floor %d to %d: %d, %v", floor, rev, len(evs), err)
 	}
 	next := put(20)
 	waitFor(next)
-	if evs, err := b.Events(ctx, next, next, all); err != nil || len(evs) != 1 || string(evs[0].Kv.Value) != "20" {
+	if evs, _, err := b.Events(ctx, next, next, all); err != nil || len(evs) != 1 || string(evs[0].Kv.Value) != "20" {
 		t.Fatalf("the write after the floor on the lagging replica: %v, %v", evs, err)
 	}
 	// Its live index lacked the skipped changes and was read again.
@@ -212,7 +212,9 @@ func testListenDown(t *testing.T, polls bool) {
 	q := u.Query()
 	q.Set("application_name", "qk_b")
 	u.RawQuery = q.Encode()
-	b := openReplica(t, ctx, dialect(t, u.String()), mvcc.Options{LeaseCheckInterval: time.Hour})
+	// LogReadBytes 1: b's tailer reads the log one revision at a time, as
+	// it does revisions of large values.
+	b := openReplica(t, ctx, dialect(t, u.String()), mvcc.Options{LeaseCheckInterval: time.Hour, LogReadBytes: 1})
 	eventually(t, "a and b listen", func() bool { return a.TailListening() && b.TailListening() })
 	start, _, _ := b.Published()
 
@@ -257,7 +259,7 @@ func testListenDown(t *testing.T, polls bool) {
 	unblock()
 	eventually(t, "b listens again", b.TailListening)
 	eventually(t, "b follows a's writes and lease", seen)
-	evs, err := b.Events(ctx, start+1, revs[2], mvcc.KeyRange{Key: []byte{}, Unbounded: true})
+	evs, _, err := b.Events(ctx, start+1, revs[2], mvcc.KeyRange{Key: []byte{}, Unbounded: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -360,7 +360,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 			continue
 		}
 		to := min(rev, w.next+catchUpRevisions-1)
-		evs, err := st.s.store.Events(ctx, w.next, to, w.kr)
+		evs, through, err := st.s.store.Events(ctx, w.next, to, w.kr)
 		var below *mvcc.BelowFloorError
 		if errors.As(err, &below) {
 			st.remove(w.id)
@@ -384,7 +384,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		if err := st.sendEvents(w, evs, rev); err != nil {
 			return false, err
 		}
-		w.next = to + 1
+		w.next = through + 1
 		if w.next <= rev {
 			behind = true
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,9 @@ type fakeBackend struct {
 	member             uint64 // 0: 0xe1
 	floor, retainFloor int64
 	events             func(from, to int64) ([]*mvcc.Event, error)
+	// readRevs > 0 makes each Events call stop after that many revisions,
+	// as a bounded read of the log does.
+	readRevs int64
 }
 
 func (f *fakeBackend) ClusterID() uint64 { return 0xc1 }
@@ -31,8 +35,12 @@ func (f *fakeBackend) MemberID() uint64 {
 }
 func (f *fakeBackend) Floor() int64       { return f.floor }
 func (f *fakeBackend) RetainFloor() int64 { return f.retainFloor }
-func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, error) {
-	return f.events(from, to)
+func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, int64, error) {
+	if f.readRevs > 0 {
+		to = min(to, from+f.readRevs-1)
+	}
+	evs, err := f.events(from, to)
+	return evs, to, err
 }
 
 // captureStream records what a watch stream sends.
@@ -336,6 +344,51 @@ func TestDeliverCancelsBelowFloor(t *testing.T) {
 				t.Fatalf("sent %v, want %v at revision 0", got, tc.want)
 			}
 		})
+	}
+}
+
+// A read that stops short of what was asked (the log's byte bound) moves
+// the watcher on only as far as it read: the next delivery asks for the
+// rest, and the watcher counts as behind until it has it.
+func TestDeliverResumesAfterAShortRead(t *testing.T) {
+	var asked [][2]int64
+	b := &fakeBackend{readRevs: 3, events: func(from, to int64) ([]*mvcc.Event, error) {
+		asked = append(asked, [2]int64{from, to})
+		var evs []*mvcc.Event
+		for r := from; r <= to; r++ {
+			evs = append(evs, putEv("a", r, nil))
+		}
+		return evs, nil
+	}}
+	st, cs := newTestStream(b, 0)
+	st.watchers[1] = &watcher{id: 1, next: 5, kr: mvcc.NewKeyRange([]byte("a"), nil)}
+	var got []int64
+	for i := 0; ; i++ {
+		behind, err := st.deliver(context.Background(), 12)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 5 {
+			t.Fatalf("still behind after %d deliveries (asked %v)", i+1, asked)
+		}
+		if !behind {
+			break
+		}
+	}
+	for _, r := range cs.sent {
+		for _, e := range r.Events {
+			got = append(got, e.Kv.ModRevision)
+		}
+	}
+	want := []int64{5, 6, 7, 8, 9, 10, 11, 12}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events at %v, want %v (asked %v)", got, want, asked)
+	}
+	if w := [][2]int64{{5, 7}, {8, 10}, {11, 12}}; !slices.Equal(asked, w) {
+		t.Fatalf("asked %v, want %v", asked, w)
+	}
+	if st.watchers[1].next != 13 {
+		t.Fatalf("next %d, want 13", st.watchers[1].next)
 	}
 }
 
