@@ -48,6 +48,9 @@ type extraConfig struct {
 
 	watchersStreams, watchersClients, watchersKeys int
 	watchersTime, watchersWait                     time.Duration
+
+	catchupRevisions, catchupValueSize int
+	catchupWait                        time.Duration
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -79,7 +82,10 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.watchersKeys, "watchers-keys", 20_000, "watchers: keys the puts update")
 	flag.DurationVar(&ec.watchersTime, "watchers-time", 15*time.Second, "watchers: how long the puts run (-quick 5s)")
 	flag.DurationVar(&ec.watchersWait, "watchers-wait", time.Minute, "watchers: bound on delivering every event, from the last put")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s")
+	flag.IntVar(&ec.catchupRevisions, "catchup-revisions", 2000, "catchup: puts (one revision each) the watch starts before (-quick 500)")
+	flag.IntVar(&ec.catchupValueSize, "catchup-value-size", 64<<10, "catchup: bytes per value")
+	flag.DurationVar(&ec.catchupWait, "catchup-wait", time.Minute, "catchup: bound on delivering every event, from the watch's start")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s, catchup 500 revisions")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		set := map[string]bool{}
@@ -102,12 +108,13 @@ func extraFlags(ec *extraConfig) func() {
 					ec.idleTime = time.Minute
 				}
 			},
-			"idle-settle":   func() { ec.idleSettle = 30 * time.Second },
-			"startup-keys":  func() { ec.startKeys = 100_000 },
-			"pgnet-single":  func() { ec.netSingle = 300 },
-			"pgnet-keys":    func() { ec.netKeys = 2000 },
-			"mixed-time":    func() { ec.mixedTime = 5 * time.Second },
-			"watchers-time": func() { ec.watchersTime = 5 * time.Second },
+			"idle-settle":       func() { ec.idleSettle = 30 * time.Second },
+			"startup-keys":      func() { ec.startKeys = 100_000 },
+			"pgnet-single":      func() { ec.netSingle = 300 },
+			"pgnet-keys":        func() { ec.netKeys = 2000 },
+			"mixed-time":        func() { ec.mixedTime = 5 * time.Second },
+			"watchers-time":     func() { ec.watchersTime = 5 * time.Second },
+			"catchup-revisions": func() { ec.catchupRevisions = 500 },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -133,6 +140,8 @@ func (ec extraConfig) check() error {
 		return fmt.Errorf("mixed: want clients and keys >= 1, a time > 0 and a get rate >= 0")
 	case ec.watchersStreams < watchersPrefixes || ec.watchersClients < 1 || ec.watchersKeys < watchersPrefixes || ec.watchersTime <= 0 || ec.watchersWait <= 0:
 		return fmt.Errorf("watchers: want streams and keys >= %d, clients >= 1, and times > 0", watchersPrefixes)
+	case ec.catchupRevisions < catchupKeys || ec.catchupValueSize < 1 || ec.catchupValueSize > 1<<20 || ec.catchupWait <= 0:
+		return fmt.Errorf("catchup: want revisions >= %d, a value size of 1 byte to 1 MiB (etcd takes requests up to 1.5 MiB) and a wait > 0", catchupKeys)
 	case ec.watchersKeys%watchersStride == 0:
 		return fmt.Errorf("watchers: -watchers-keys %d is a multiple of %d, which would put every update on one key", ec.watchersKeys, watchersStride)
 	}
@@ -145,7 +154,7 @@ func (ec extraConfig) check() error {
 }
 
 // extraWorkloads are the workloads beside the table, in the order they run.
-var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers"}
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup"}
 
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
@@ -155,7 +164,7 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup":
 			extras = append(extras, w)
 		default:
 			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
@@ -287,6 +296,11 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				return withServer(ctx, t, fr, func(srv *server) (*watchersResult, error) { return runWatchers(ctx, srv, ec) })
 			})
 			print = func(w io.Writer) { printWatchers(w, runs, ec) }
+		case "catchup":
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*catchupResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*catchupResult, error) { return runCatchup(ctx, srv, ec) })
+			})
+			print = func(w io.Writer) { printCatchup(w, runs, ec) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

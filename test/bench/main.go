@@ -80,7 +80,7 @@ func run() error {
 	history := flag.Bool("history", false, "instead of the table: only quantykube.History (Get at a time, Log of a busy key) at 1 and 16 clients, on growth data filled once and kept under -history-cache (with -quantykube-base: that binary too, same data)")
 	historyRevs := flag.Int("history-revisions", 1_000_000, "retained revisions of -history's data")
 	historyCache := flag.String("history-cache", ".cache/bench/history", "where -history keeps its filled data directories")
-	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, or all")
+	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, watchers, catchup, or all")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
 	flag.Parse()
