@@ -211,6 +211,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 	}
 	storeMax(&t.s.compact, compact)
 	all := KeyRange{Key: []byte{}, Unbounded: true}
+	step := int64(tailStep)
 	for {
 		have, _, _ := t.s.hub.state()
 		if have >= rev {
@@ -218,7 +219,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		}
 		// Every revision <= rev committed before meta said rev (the batch
 		// lock orders commits), so any later read sees all of them.
-		to := min(rev, have+tailStep)
+		to := min(rev, have+step)
 		evs, through, err := t.s.eventsFromLog(ctx, have+1, to, all)
 		if below := (*BelowFloorError)(nil); errors.As(err, &below) {
 			// This replica fell behind retention (cut off from the
@@ -240,7 +241,15 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		to = through // a read of large values stops early; the loop goes on from there
+		// A read of large values stops short: the loop goes on from there,
+		// asking for twice what fitted, since PostgreSQL sends every row
+		// asked for (the watch streams' readStep).
+		if through < to {
+			step = 2 * (through - have)
+		} else {
+			step = min(2*step, tailStep)
+		}
+		to = through
 		// The revision moves before the Hub does, as in localPublisher:
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.

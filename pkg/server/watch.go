@@ -34,9 +34,16 @@ const (
 // watcher is one watch on a stream. next is the first revision it has not
 // been sent; it is synced when next is past the hub's revision.
 type watcher struct {
-	id       int64
-	kr       mvcc.KeyRange
-	next     int64
+	id   int64
+	kr   mvcc.KeyRange
+	next int64
+	// step is how many revisions the next read asks for: catchUpRevisions
+	// (when 0), or twice what the last read returned when it stopped short
+	// of what it asked (mvcc's bound on a read of the log, reached with
+	// large values). PostgreSQL sends every row asked for, and the store
+	// discards those past its bound, so asking for far more wastes a
+	// transfer per read.
+	step     int64
 	prevKV   bool
 	progress bool
 	fragment bool
@@ -359,7 +366,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		if w.next > rev {
 			continue
 		}
-		to := min(rev, w.next+catchUpRevisions-1)
+		to := min(rev, w.next+w.readStep()-1)
 		evs, through, err := st.s.store.Events(ctx, w.next, to, w.kr)
 		var below *mvcc.BelowFloorError
 		if errors.As(err, &below) {
@@ -384,12 +391,30 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		if err := st.sendEvents(w, evs, rev); err != nil {
 			return false, err
 		}
+		w.step = nextStep(w.readStep(), w.next, to, through)
 		w.next = through + 1
 		if w.next <= rev {
 			behind = true
 		}
 	}
 	return behind, nil
+}
+
+func (w *watcher) readStep() int64 {
+	if w.step == 0 {
+		return catchUpRevisions
+	}
+	return w.step
+}
+
+// nextStep is the revisions the read after one that asked for [from, to]
+// with step and got [from, through] asks for: twice what it got when it
+// stopped short, else step doubled up to catchUpRevisions.
+func nextStep(step, from, to, through int64) int64 {
+	if through < to {
+		return 2 * (through - from + 1)
+	}
+	return min(2*step, catchUpRevisions)
 }
 
 // compacted cancels watch id because the history it needs is below floor.

@@ -24,6 +24,7 @@ type fakeBackend struct {
 	// readRevs > 0 makes each Events call stop after that many revisions,
 	// as a bounded read of the log does.
 	readRevs int64
+	asked    [][2]int64 // each Events call's from and to
 }
 
 func (f *fakeBackend) ClusterID() uint64 { return 0xc1 }
@@ -36,6 +37,7 @@ func (f *fakeBackend) MemberID() uint64 {
 func (f *fakeBackend) Floor() int64       { return f.floor }
 func (f *fakeBackend) RetainFloor() int64 { return f.retainFloor }
 func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, int64, error) {
+	f.asked = append(f.asked, [2]int64{from, to})
 	if f.readRevs > 0 {
 		to = min(to, from+f.readRevs-1)
 	}
@@ -349,11 +351,11 @@ func TestDeliverCancelsBelowFloor(t *testing.T) {
 
 // A read that stops short of what was asked (the log's byte bound) moves
 // the watcher on only as far as it read: the next delivery asks for the
-// rest, and the watcher counts as behind until it has it.
+// rest, and the watcher counts as behind until it has it. After a short
+// read it asks for twice what it got, not for the whole step again, and
+// after a full one it asks for twice as much, up to catchUpRevisions.
 func TestDeliverResumesAfterAShortRead(t *testing.T) {
-	var asked [][2]int64
 	b := &fakeBackend{readRevs: 3, events: func(from, to int64) ([]*mvcc.Event, error) {
-		asked = append(asked, [2]int64{from, to})
 		var evs []*mvcc.Event
 		for r := from; r <= to; r++ {
 			evs = append(evs, putEv("a", r, nil))
@@ -362,33 +364,48 @@ func TestDeliverResumesAfterAShortRead(t *testing.T) {
 	}}
 	st, cs := newTestStream(b, 0)
 	st.watchers[1] = &watcher{id: 1, next: 5, kr: mvcc.NewKeyRange([]byte("a"), nil)}
-	var got []int64
+	const rev = 20
 	for i := 0; ; i++ {
-		behind, err := st.deliver(context.Background(), 12)
+		behind, err := st.deliver(context.Background(), rev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 5 {
-			t.Fatalf("still behind after %d deliveries (asked %v)", i+1, asked)
+		if i == 10 {
+			t.Fatalf("still behind after %d deliveries (asked %v)", i+1, b.asked)
 		}
 		if !behind {
 			break
 		}
 	}
+	var got []int64
 	for _, r := range cs.sent {
 		for _, e := range r.Events {
 			got = append(got, e.Kv.ModRevision)
 		}
 	}
-	want := []int64{5, 6, 7, 8, 9, 10, 11, 12}
+	var want []int64
+	for r := int64(5); r <= rev; r++ {
+		want = append(want, r)
+	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("events at %v, want %v (asked %v)", got, want, asked)
+		t.Fatalf("events at %v, want %v (asked %v)", got, want, b.asked)
 	}
-	if w := [][2]int64{{5, 7}, {8, 10}, {11, 12}}; !slices.Equal(asked, w) {
-		t.Fatalf("asked %v, want %v", asked, w)
+	if w := [][2]int64{{5, 20}, {8, 13}, {11, 16}, {14, 19}, {17, 20}, {20, 20}}; !slices.Equal(b.asked, w) {
+		t.Fatalf("asked %v, want %v", b.asked, w)
 	}
-	if st.watchers[1].next != 13 {
-		t.Fatalf("next %d, want 13", st.watchers[1].next)
+	if st.watchers[1].next != rev+1 {
+		t.Fatalf("next %d, want %d", st.watchers[1].next, rev+1)
+	}
+
+	// A full read doubles the step back up to catchUpRevisions.
+	for _, tc := range []struct{ step, from, to, through, want int64 }{
+		{6, 20, 20, 20, 12},
+		{1500, 1, 1500, 1500, catchUpRevisions},
+		{catchUpRevisions, 1, 2000, 700, 1400},
+	} {
+		if got := nextStep(tc.step, tc.from, tc.to, tc.through); got != tc.want {
+			t.Errorf("nextStep(%d, %d, %d, %d) = %d, want %d", tc.step, tc.from, tc.to, tc.through, got, tc.want)
+		}
 	}
 }
 
