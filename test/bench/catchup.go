@@ -14,9 +14,9 @@ import (
 // large values, as kube-apiserver's watch cache does when it restarts and
 // re-watches from the revision it had: -catchup-revisions puts of
 // -catchup-value-size bytes to 16 keys, then one watch from before them.
-// Everything it is owed is older than QuantyKube's event ring, so it comes
-// from the log; etcd reads it from bbolt. The watcher is clientv3, as
-// kube-apiserver's is, and decodes what it receives.
+// It starts behind QuantyKube's event ring, so most of what it is owed
+// comes from the log; etcd reads it from bbolt. The watcher is clientv3,
+// as kube-apiserver's is, and decodes what it receives.
 
 const catchupPrefix = "/registry/bench-catchup/"
 
@@ -26,13 +26,14 @@ const catchupKeys = 16
 
 type catchupResult struct {
 	want, delivered int64
-	misordered      int64 // events out of revision order, or without the prev_kv owed
-	took            time.Duration
-	serverCPU       time.Duration
-	mem             memory // peak from the watch's start to its last event, and RSS then
+	wrong           int64         // events out of revision order, with the wrong prev_kv, or with a value of the wrong size
+	took            time.Duration // from the watch's start to its last event
+	serverCPU       time.Duration // with a PostgreSQL target's cluster
+	mem             memory        // peak from the watch's start to its end, and RSS then
 }
 
-func runCatchup(ctx context.Context, srv *server, ec extraConfig) (*catchupResult, error) {
+// dbPID is the target's PostgreSQL postmaster, 0 for none.
+func runCatchup(ctx context.Context, srv *server, dbPID int, ec extraConfig) (*catchupResult, error) {
 	conns, err := dialConns(srv.endpoint, catchupKeys)
 	if err != nil {
 		return nil, err
@@ -55,10 +56,8 @@ func runCatchup(ctx context.Context, srv *server, ec extraConfig) (*catchupResul
 	if err := resetPeak(srv.pid); err != nil {
 		return nil, fmt.Errorf("reset the peak RSS: %w", err)
 	}
-	cpu0, err := cpuTime(srv.pid)
-	if err != nil {
-		return nil, err
-	}
+	hooks := phaseHooks{serverPID: srv.pid, dbPID: dbPID}
+	srv0, db0, _ := hooks.phaseCPU()
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), ec.catchupWait)
 	defer cancel()
@@ -69,63 +68,68 @@ func runCatchup(ctx context.Context, srv *server, ec extraConfig) (*catchupResul
 	}
 	defer wc.Close()
 	var last int64
-	seen := map[string]bool{}
+	prev := map[string]int64{} // each key's last revision seen
+	// A watch that runs out of -catchup-wait ends with the channel closed;
+	// what it missed is counted.
 	for resp := range wc.Watch(wctx, catchupPrefix+"k", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(first.Header.Revision+1)) {
 		if err := resp.Err(); err != nil {
 			return nil, fmt.Errorf("catchup: watch: %w", err)
 		}
-		if resp.Canceled {
-			// The context's end (-catchup-wait) closes the channel; an
-			// answer that cancels the watch (compacted) is the server's.
-			return nil, fmt.Errorf("catchup: the watch was cancelled at revision %d (compacted %d)", resp.Header.Revision, resp.CompactRevision)
-		}
 		for _, e := range resp.Events {
 			k := string(e.Kv.Key)
-			if e.Kv.ModRevision <= last || seen[k] != (e.PrevKv != nil) || len(e.Kv.Value) != ec.catchupValueSize {
-				res.misordered++
+			// Each key's first event is its create; every later one
+			// carries the key's previous put as its prev_kv.
+			want := prev[k]
+			var got int64
+			if e.PrevKv != nil {
+				got = e.PrevKv.ModRevision
+				if len(e.PrevKv.Value) != ec.catchupValueSize {
+					got = -1
+				}
 			}
-			last, seen[k] = e.Kv.ModRevision, true
+			if e.Kv.ModRevision <= last || got != want || len(e.Kv.Value) != ec.catchupValueSize {
+				res.wrong++
+			}
+			last, prev[k] = e.Kv.ModRevision, e.Kv.ModRevision
 			res.delivered++
+		}
+		if len(resp.Events) > 0 {
+			res.took = time.Since(started)
 		}
 		if res.delivered >= res.want {
 			break
 		}
 	}
-	// A watch that ran out of -catchup-wait counts what it missed.
-	res.took = time.Since(started)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	cpu1, err := cpuTime(srv.pid)
-	if err != nil {
-		return nil, err
-	}
-	res.serverCPU = cpu1 - cpu0
+	srv1, db1, _ := hooks.phaseCPU()
+	res.serverCPU = srv1 - srv0 + db1 - db0
 	if res.mem, err = readMemory(srv.pid); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-func catchupTook(r *catchupResult) float64     { return r.took.Seconds() }
-func catchupCPU(r *catchupResult) float64      { return r.serverCPU.Seconds() }
-func catchupPeak(r *catchupResult) float64     { return float64(r.mem.hwm) }
-func catchupMissing(r *catchupResult) int64    { return r.want - r.delivered }
-func catchupMisordered(r *catchupResult) int64 { return r.misordered }
-func catchupDelivered(r *catchupResult) int64  { return r.delivered }
-func catchupRSS(r *catchupResult) float64      { return float64(r.mem.rss) }
+func catchupTook(r *catchupResult) float64    { return r.took.Seconds() }
+func catchupCPU(r *catchupResult) float64     { return r.serverCPU.Seconds() }
+func catchupPeak(r *catchupResult) float64    { return float64(r.mem.hwm) }
+func catchupMissing(r *catchupResult) int64   { return r.want - r.delivered }
+func catchupWrong(r *catchupResult) int64     { return r.wrong }
+func catchupDelivered(r *catchupResult) int64 { return r.delivered }
+func catchupRSS(r *catchupResult) float64     { return float64(r.mem.rss) }
 
 func printCatchup(w io.Writer, runs []*extraRun[*catchupResult], ec extraConfig) {
-	fmt.Fprintf(w, "%d puts of %d bytes to %d keys, then one watch (prev_kv, clientv3) from before them: how long until its last event, the server's CPU and peak RSS (VmHWM, reset at the watch's start) meanwhile, and RSS then. Best of the rounds per figure; missing and misordered events (or without the prev_kv owed): worst round.\n\n",
+	fmt.Fprintf(w, "%d puts of %d bytes to %d keys, then one watch (prev_kv, clientv3) from before them: how long until its last event, the server's CPU (with a PostgreSQL target's cluster) and peak RSS (VmHWM, reset at the watch's start) until then, and RSS at the end. Best of the rounds per figure; missing events (within -catchup-wait) and wrong ones (out of revision order, without the prev_kv owed, or a value of the wrong size): worst round.\n\n",
 		ec.catchupRevisions, ec.catchupValueSize, catchupKeys)
-	fmt.Fprintln(w, "| target | events delivered | missing | misordered | last event after | server CPU | peak RSS | RSS at the end |")
+	fmt.Fprintln(w, "| target | events delivered | missing | wrong | last event after | server CPU | peak RSS | RSS at the end |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range runs {
 		if len(r.rounds) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %s | %s | %s |\n", r.t.name,
-			fewestOf(r.rounds, catchupDelivered), worstOf(r.rounds, catchupMissing), worstOf(r.rounds, catchupMisordered),
+			fewestOf(r.rounds, catchupDelivered), worstOf(r.rounds, catchupMissing), worstOf(r.rounds, catchupWrong),
 			fmtSec(bestOf(r.rounds, catchupTook, false)), fmtSec(bestOf(r.rounds, catchupCPU, false)),
 			fmtMB(int64(bestOf(r.rounds, catchupPeak, false))), fmtMB(int64(bestOf(r.rounds, catchupRSS, false))))
 	}

@@ -298,7 +298,7 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 			print = func(w io.Writer) { printWatchers(w, runs, ec) }
 		case "catchup":
 			runs := eachRound(ctx, name, targets, workDir, pg, rounds, noSkip, func(ctx context.Context, t target, fr *fresh) (*catchupResult, error) {
-				return withServer(ctx, t, fr, func(srv *server) (*catchupResult, error) { return runCatchup(ctx, srv, ec) })
+				return withServer(ctx, t, fr, func(srv *server) (*catchupResult, error) { return runCatchup(ctx, srv, dbPID(t, pg), ec) })
 			})
 			print = func(w io.Writer) { printCatchup(w, runs, ec) }
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -271,6 +272,9 @@ func printReport(w io.Writer, results []*targetResult, cfg config, took time.Dur
 		fmt.Fprintln(w, row)
 	})
 	printCPURatios(w, qks, peers, cfg)
+	if max(maxRounds(qks), maxRounds(peers)) > 1 {
+		printPairedRatios(w, qks, peers, cfg)
+	}
 }
 
 // comparePairs calls f for every QuantyKube target and peer the ratios
@@ -381,4 +385,89 @@ func dedupe(ss []string) []string {
 		}
 	}
 	return out
+}
+
+// printPairedRatios prints, for each pair the ratios compare, the median
+// over the rounds of each round's ratio, and its range. Both targets ran
+// in every round, in alternating order (roundOrder), so a steady drift
+// over the run cancels out of the median; the best-of figures above still
+// favour whichever target ran at the ends of the run, first or last. An
+// A/B between builds reads this table.
+func printPairedRatios(w io.Writer, qks, peers []*targetResult, cfg config) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The same, round by round: the median of each round's ratio (min-max), rates and server CPU per operation:")
+	fmt.Fprintln(w)
+	hdr := "| QuantyKube vs peer | clients | rounds | create/s | update/s | get/s | list 500 /s | CPU create | CPU update | CPU get | CPU list 500 |"
+	sep := "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	fmt.Fprintln(w, hdr)
+	fmt.Fprintln(w, sep)
+	type phase func(*levelResult) opStats
+	phases := []phase{
+		func(l *levelResult) opStats { return l.create },
+		func(l *levelResult) opStats { return l.update },
+		func(l *levelResult) opStats { return l.get },
+		func(l *levelResult) opStats { return l.list },
+	}
+	comparePairs(qks, peers, cfg, func(q, p *targetResult, c int, _, _ best) {
+		pairs := pairedLevels(q, p, c)
+		row := fmt.Sprintf("| %s vs %s | %d | %d |", q.t.name, p.t.name, c, len(pairs))
+		for _, cpu := range []bool{false, true} {
+			for _, ph := range phases {
+				var rs []float64
+				for _, pr := range pairs {
+					a, b := ph(pr[0]), ph(pr[1])
+					if cpu {
+						if x, y := a.perOp(a.serverCPU), b.perOp(b.serverCPU); x > 0 && y > 0 {
+							rs = append(rs, y/x)
+						}
+					} else if x, y := a.rate(), b.rate(); x > 0 && y > 0 {
+						rs = append(rs, x/y)
+					}
+				}
+				row += " " + fmtMedian(rs) + " |"
+			}
+		}
+		fmt.Fprintln(w, row)
+	})
+}
+
+// pairedLevels is, for each round both targets finished, their results at
+// c clients.
+func pairedLevels(q, p *targetResult, c int) [][2]*levelResult {
+	var out [][2]*levelResult
+	for i := range min(len(q.rounds), len(p.rounds)) {
+		a, b := q.rounds[i].at(c), p.rounds[i].at(c)
+		if a != nil && b != nil {
+			out = append(out, [2]*levelResult{a, b})
+		}
+	}
+	return out
+}
+
+func (rr *roundResult) at(c int) *levelResult {
+	if rr.err != nil {
+		return nil
+	}
+	for _, l := range rr.levels {
+		if l.clients == c {
+			return l
+		}
+	}
+	return nil
+}
+
+// fmtMedian is "median (min-max)" of rs, "–" for none.
+func fmtMedian(rs []float64) string {
+	if len(rs) == 0 {
+		return "–"
+	}
+	slices.Sort(rs)
+	m := rs[len(rs)/2]
+	if len(rs)%2 == 0 {
+		m = (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	if len(rs) == 1 {
+		return fmt.Sprintf("%.2fx", m)
+	}
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", m, rs[0], rs[len(rs)-1])
 }
