@@ -209,9 +209,9 @@ func (s *Store) Published() (int64, <-chan struct{}, bool) { return s.hub.state(
 
 // Events returns the committed events in [from, through] on keys in kr,
 // in revision order, from the ring when it still holds them (all of them:
-// they are in memory already) and from the log table otherwise, at most
-// about LogReadBytes of them. Each event carries its prev_kv
-// (WatchableKV).
+// they are in memory already) and from the log table otherwise, up to
+// the revision that takes them to LogReadBytes (eventsFromLog). Each
+// event carries its prev_kv (WatchableKV).
 func (s *Store) Events(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, int64, error) {
 	if evs, ok := s.hub.read(from, to, kr); ok {
 		return evs, to, nil
