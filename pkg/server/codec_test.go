@@ -78,17 +78,7 @@ func TestCodecRangeAnswer(t *testing.T) {
 	shared := 0
 	for i := range 300 {
 		r := randomRange(rnd, rnd.IntN(200))
-		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := c.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := out.Materialize(); !bytes.Equal(got, want) {
-			t.Fatalf("answer %d (%d entries): encoded %d bytes, proto.Marshal %d", i, len(r.Kvs), len(got), len(want))
-		}
+		out, want := encodeChecked(t, c, r, fmt.Sprintf("answer %d (%d entries)", i, len(r.Kvs)))
 		back := &pb.RangeResponse{}
 		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(want)}, back); err != nil || !proto.Equal(back, r) {
 			t.Fatalf("answer %d does not read back: %v", i, err)
@@ -102,14 +92,9 @@ func TestCodecRangeAnswer(t *testing.T) {
 				values[unsafe.SliceData(kv.Value)] = true
 			}
 		}
-		for _, b := range out {
-			if values[unsafe.SliceData(b.ReadOnlyData())] {
-				shared++
-				delete(values, unsafe.SliceData(b.ReadOnlyData()))
-			}
-		}
-		if len(values) > 0 {
-			t.Fatalf("answer %d: %d large values were copied", i, len(values))
+		shared += len(values)
+		if n := copied(out, values); n > 0 {
+			t.Fatalf("answer %d: %d large values were copied", i, n)
 		}
 	}
 	if shared == 0 {
@@ -125,17 +110,7 @@ func TestCodecWatchAnswer(t *testing.T) {
 	sharedAnswers := 0
 	for i := range 300 {
 		r := randomWatch(rnd, rnd.IntN(40))
-		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := c.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := out.Materialize(); !bytes.Equal(got, want) {
-			t.Fatalf("answer %d (%d events): encoded %d bytes, proto.Marshal %d", i, len(r.Events), len(got), len(want))
-		}
+		out, _ := encodeChecked(t, c, r, fmt.Sprintf("answer %d (%d events)", i, len(r.Events)))
 		if !sharesWatch(r) || r.Created || r.Canceled || r.CancelReason != "" {
 			continue
 		}
@@ -148,11 +123,8 @@ func TestCodecWatchAnswer(t *testing.T) {
 				}
 			}
 		}
-		for _, b := range out {
-			delete(values, unsafe.SliceData(b.ReadOnlyData()))
-		}
-		if len(values) > 0 {
-			t.Fatalf("answer %d: %d large values were copied", i, len(values))
+		if n := copied(out, values); n > 0 {
+			t.Fatalf("answer %d: %d large values were copied", i, n)
 		}
 	}
 	if sharedAnswers < 50 {
@@ -161,7 +133,9 @@ func TestCodecWatchAnswer(t *testing.T) {
 
 	// Fields at their edges, each in an answer the shared encoding takes.
 	big := bytes.Repeat([]byte("b"), 300<<10)
-	kv := func() *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte("k"), Value: big, ModRevision: -3, Lease: -1} }
+	kv := func() *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: []byte("k"), Value: big, ModRevision: -3, Lease: -1}
+	}
 	same := kv()
 	for name, evs := range map[string][]*mvccpb.Event{
 		"an empty kv":          {{Kv: &mvccpb.KeyValue{}, PrevKv: kv()}},
@@ -176,19 +150,39 @@ func TestCodecWatchAnswer(t *testing.T) {
 			if !sharesWatch(r) {
 				t.Fatalf("%s: the case does not take the shared encoding", name)
 			}
-			want, err := proto.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := c.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := out.Materialize(); !bytes.Equal(got, want) {
-				t.Fatalf("%s, header %v: encoded %d bytes unlike proto.Marshal's %d", name, h, len(got), len(want))
-			}
+			encodeChecked(t, c, r, fmt.Sprintf("%s, header %v", name, h))
 		}
 	}
+}
+
+// encodeChecked encodes m with c, and fails unless the bytes are
+// proto.Marshal's, which it also returns.
+func encodeChecked(t *testing.T, c codec, m proto.Message, what string) (mem.BufferSlice, []byte) {
+	t.Helper()
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Materialize(); !bytes.Equal(got, want) {
+		t.Fatalf("%s: encoded %d bytes, proto.Marshal %d", what, len(got), len(want))
+	}
+	return out, want
+}
+
+// copied is how many of values (by where their bytes are) out does not
+// send from their own memory.
+func copied(out mem.BufferSlice, values map[*byte]bool) int {
+	sent := map[*byte]bool{}
+	for _, b := range out {
+		if p := unsafe.SliceData(b.ReadOnlyData()); values[p] {
+			sent[p] = true
+		}
+	}
+	return len(values) - len(sent)
 }
 
 // The encoder writes every field of the messages it encodes: a new field
