@@ -50,7 +50,7 @@ type Server struct {
 	cfg   Config
 	store mvcc.Backend
 	log   *slog.Logger
-	// turns is shared by the watch streams (watch.go).
+	// turns is shared by the watch streams (watch_turns.go).
 	turns *turns
 }
 
