@@ -56,6 +56,19 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	return evs, through, nil
 }
 
+// NextReadStep is how many revisions to ask Events for after a read that
+// asked for [from, to] with step and got up to through: twice what it got
+// when it stopped short of to (LogReadBytes), else step doubled, up to
+// max. PostgreSQL sends every row a query asks for, and a read discards
+// those past its bound, so asking for a whole step again after a short
+// read transfers the rest of it each time.
+func NextReadStep(step, from, to, through, max int64) int64 {
+	if through < to {
+		return 2 * (through - from + 1)
+	}
+	return min(2*step, max)
+}
+
 const floorSQL = `SELECT value FROM meta WHERE name = 'retain_floor'`
 
 // logEventsSQL selects log rows from from (aliased l) matching where, in (rev, sub)
@@ -174,7 +187,6 @@ func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl
 // the events read take maxBytes or more (Event.Size).
 func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
 	defer rows.Close()
-	var out []*Event
 	var sl slab
 	var key, value, pValue sql.RawBytes
 	size := 0
@@ -186,20 +198,20 @@ func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full 
 			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
 			return nil, nil, false, err
 		}
-		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != out[len(out)-1].Rev() {
-			return out, subs, false, nil
+		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != evs[len(evs)-1].Rev() {
+			return evs, subs, false, nil
 		}
 		kv.Key = sl.copy(key)
 		e := logEvent(kv, deleted, unixMs, value, &sl)
 		if pRev.Valid && pDeleted.Int64 == 0 {
 			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
-		out = append(out, e)
+		evs = append(evs, e)
 		subs = append(subs, sub)
 		size += e.Size()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, false, err
 	}
-	return out, subs, true, nil
+	return evs, subs, true, nil
 }

@@ -87,6 +87,21 @@ func TestEventsFromTheLogInBoundedPieces(t *testing.T) {
 	}
 }
 
+// After a short read the next asks for twice what it got; after a full
+// one for twice the step, up to max.
+func TestNextReadStep(t *testing.T) {
+	for _, tc := range []struct{ step, from, to, through, want int64 }{
+		{2000, 5, 20, 7, 6},
+		{6, 20, 20, 20, 12},
+		{1500, 1, 1500, 1500, 2000},
+		{2000, 1, 2000, 700, 1400},
+	} {
+		if got := mvcc.NextReadStep(tc.step, tc.from, tc.to, tc.through, 2000); got != tc.want {
+			t.Errorf("NextReadStep(%d, %d, %d, %d, 2000) = %d, want %d", tc.step, tc.from, tc.to, tc.through, got, tc.want)
+		}
+	}
+}
+
 // eventsString is what a watcher sees of evs, one event per line.
 func eventsString(evs []*mvcc.Event) string {
 	var b strings.Builder

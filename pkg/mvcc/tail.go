@@ -241,14 +241,8 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// A read of large values stops short: the loop goes on from there,
-		// asking for twice what fitted, since PostgreSQL sends every row
-		// asked for (the watch streams' readStep).
-		if through < to {
-			step = 2 * (through - have)
-		} else {
-			step = min(2*step, tailStep)
-		}
+		// A read of large values stops short: the loop goes on from there.
+		step = NextReadStep(step, have+1, to, through, tailStep)
 		to = through
 		// The revision moves before the Hub does, as in localPublisher:
 		// a client that saw an event of revision to and then reads must

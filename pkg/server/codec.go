@@ -127,9 +127,7 @@ const (
 func sharedValueBytes(r *pb.RangeResponse) int {
 	n := 0
 	for _, kv := range r.Kvs {
-		if v := kv.GetValue(); len(v) >= minSharedValue {
-			n += len(v)
-		}
+		n += sharedLen(kv, minSharedValue)
 	}
 	return n
 }

@@ -32,11 +32,8 @@ type watcher struct {
 	kr   mvcc.KeyRange
 	next int64
 	// step is how many revisions the next read asks for: catchUpRevisions
-	// (when 0), or twice what the last read returned when it stopped short
-	// of what it asked (mvcc's bound on a read of the log, reached with
-	// large values). PostgreSQL sends every row asked for, and the store
-	// discards those past its bound, so asking for far more wastes a
-	// transfer per read.
+	// when 0, or less after a read that stopped short at the store's bound
+	// on a read of the log (mvcc.NextReadStep).
 	step     int64
 	prevKV   bool
 	progress bool

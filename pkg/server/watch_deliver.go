@@ -56,7 +56,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 		if err := st.sendEvents(w, evs, rev); err != nil {
 			return false, err
 		}
-		w.step = nextStep(w.readStep(), w.next, to, through)
+		w.step = mvcc.NextReadStep(w.readStep(), w.next, to, through, catchUpRevisions)
 		w.next = through + 1
 		if w.next <= rev {
 			behind = true
@@ -70,16 +70,6 @@ func (w *watcher) readStep() int64 {
 		return catchUpRevisions
 	}
 	return w.step
-}
-
-// nextStep is the revisions the read after one that asked for [from, to]
-// with step and got [from, through] asks for: twice what it got when it
-// stopped short, else step doubled up to catchUpRevisions.
-func nextStep(step, from, to, through int64) int64 {
-	if through < to {
-		return 2 * (through - from + 1)
-	}
-	return min(2*step, catchUpRevisions)
 }
 
 // compacted cancels watch id because the history it needs is below floor.

@@ -396,17 +396,6 @@ func TestDeliverResumesAfterAShortRead(t *testing.T) {
 	if st.watchers[1].next != rev+1 {
 		t.Fatalf("next %d, want %d", st.watchers[1].next, rev+1)
 	}
-
-	// A full read doubles the step back up to catchUpRevisions.
-	for _, tc := range []struct{ step, from, to, through, want int64 }{
-		{6, 20, 20, 20, 12},
-		{1500, 1, 1500, 1500, catchUpRevisions},
-		{catchUpRevisions, 1, 2000, 700, 1400},
-	} {
-		if got := nextStep(tc.step, tc.from, tc.to, tc.through); got != tc.want {
-			t.Errorf("nextStep(%d, %d, %d, %d) = %d, want %d", tc.step, tc.from, tc.to, tc.through, got, tc.want)
-		}
-	}
 }
 
 // TestCreate follows etcd v3.6.16's recvLoop and watchStream.Watch: a create
