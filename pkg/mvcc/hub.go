@@ -2,8 +2,10 @@ package mvcc
 
 import (
 	"context"
+	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -13,15 +15,22 @@ import (
 // when new ones arrive. Watchers pull: each reads from the ring at its own
 // pace, so a slow watcher costs nobody else anything, and one that falls
 // behind the ring reads the log table instead.
+//
+// The ring keeps the events its followers (the watch streams) have not
+// read yet, up to maxBytes, and beyond the newest keepBytes nothing else:
+// events every follower has read are only memory, and a store without a
+// watcher behind would otherwise hold maxBytes of them at all times.
 type hub struct {
-	mu       sync.Mutex
-	events   []*Event // in (revision, sub) order
-	bytes    int
-	maxBytes int
-	base     int64 // every event with a revision > base is in events
-	rev      int64 // newest published revision
-	wake     chan struct{}
-	closed   bool
+	mu        sync.Mutex
+	events    []*Event // in (revision, sub) order
+	bytes     int
+	maxBytes  int
+	keepBytes int   // at most maxBytes
+	base      int64 // every event with a revision > base is in events
+	rev       int64 // newest published revision
+	wake      chan struct{}
+	closed    bool
+	followers map[*follower]struct{}
 
 	// A revision larger than the whole ring (a DeleteRange of many keys)
 	// stays in it until holdUntil without counting against its budget:
@@ -47,8 +56,43 @@ type hub struct {
 // enough for the watchers it woke to be scheduled and read it.
 const hubHold = time.Second
 
-func newHub(rev int64, maxBytes int, now func() time.Time) *hub {
-	return &hub{base: rev, rev: rev, maxBytes: maxBytes, wake: make(chan struct{}), now: now}
+func newHub(rev int64, maxBytes, keepBytes int, now func() time.Time) *hub {
+	return &hub{
+		base: rev, rev: rev, maxBytes: maxBytes, keepBytes: min(keepBytes, maxBytes),
+		wake: make(chan struct{}), now: now, followers: map[*follower]struct{}{},
+	}
+}
+
+// follower is a Follower of the ring's events.
+type follower struct {
+	h    *hub
+	next atomic.Int64 // math.MaxInt64 until At
+}
+
+func (h *hub) follow() *follower {
+	f := &follower{h: h}
+	f.next.Store(math.MaxInt64)
+	h.mu.Lock()
+	h.followers[f] = struct{}{}
+	h.mu.Unlock()
+	return f
+}
+
+func (f *follower) At(rev int64) { f.next.Store(rev) }
+
+func (f *follower) Close() {
+	f.h.mu.Lock()
+	delete(f.h.followers, f)
+	f.h.mu.Unlock()
+}
+
+// needed (with mu held) is the oldest revision a follower has not read.
+func (h *hub) needed() int64 {
+	low := int64(math.MaxInt64)
+	for f := range h.followers {
+		low = min(low, f.next.Load())
+	}
+	return low
 }
 
 // publish adds a revision's events and reports how many bytes of events
@@ -86,18 +130,23 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 	return dropped
 }
 
-// trim drops whole revisions from the front until the ring fits, a held
-// revision and those after it aside until now reaches the hold's end,
-// and reports the bytes it dropped.
+// trim drops whole revisions from the front while the ring holds more
+// than maxBytes, or more than keepBytes of revisions every follower has
+// read; a held revision and those after it stay until now reaches the
+// hold's end. It reports the bytes it dropped.
 func (h *hub) trim(now time.Time) (dropped int) {
 	held := 0
 	if now.Before(h.holdUntil) {
 		held = h.holdBytes
 	}
+	needed := h.needed()
 	drop := 0
-	for h.bytes-held > h.maxBytes && drop < len(h.events) {
+	for drop < len(h.events) {
 		r := h.events[drop].Rev()
 		if held > 0 && r >= h.holdRev {
+			break
+		}
+		if over, unread := h.bytes-held > h.maxBytes, h.bytes-held > h.keepBytes && r < needed; !over && !unread {
 			break
 		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {
@@ -206,6 +255,9 @@ func (h *hub) read(from, to int64, kr KeyRange) ([]*Event, bool) {
 
 // Published is the newest revision watchers can read (WatchableKV).
 func (s *Store) Published() (int64, <-chan struct{}, bool) { return s.hub.state() }
+
+// Follow registers a follower of the events (WatchableKV).
+func (s *Store) Follow() Follower { return s.hub.follow() }
 
 // Events returns the committed events in [from, through] on keys in kr,
 // in revision order, from the ring when it still holds them (all of them:

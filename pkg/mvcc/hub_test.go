@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -168,7 +169,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHub(1, tc.maxBytes, nil)
+			h := newHub(1, tc.maxBytes, tc.maxBytes, nil)
 			// A hold's timer must not outlive the case.
 			t.Cleanup(h.close)
 			now := time.Unix(1000, 0)
@@ -214,7 +215,7 @@ func TestHubTrimsWholeRevisions(t *testing.T) {
 }
 
 func TestHubRead(t *testing.T) {
-	h := newHub(1, 1<<20, time.Now)
+	h := newHub(1, 1<<20, 1<<20, time.Now)
 	h.publish(2, []*Event{ev(2, "a", 100), ev(2, "b", 100)})
 	h.publish(3, []*Event{ev(3, "c", 100)})
 	h.publish(5, []*Event{ev(5, "a", 100), ev(5, "bb", 100), ev(5, "d", 100)})
@@ -256,7 +257,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func TestHubWakes(t *testing.T) {
-	h := newHub(4, 1<<20, time.Now)
+	h := newHub(4, 1<<20, 1<<20, time.Now)
 	rev, wake, closed := h.state()
 	if rev != 4 || closed || isClosed(wake) {
 		t.Fatalf("new hub: rev %d closed %v woken %v", rev, closed, isClosed(wake))
@@ -293,7 +294,7 @@ func ringOf(h *hub) (held string, base int64, bytes int) {
 // not keep its events, and the store learns what went.
 func TestHubHoldEndsWithoutAPublish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHub(1, 250, time.Now)
+		h := newHub(1, 250, 250, time.Now)
 		expired := make(chan int, 2)
 		h.onExpire = func(dropped int) { expired <- dropped }
 		h.publish(2, []*Event{ev(2, "a", 100)})
@@ -330,7 +331,7 @@ func TestHubHoldEndsWithoutAPublish(t *testing.T) {
 // early, and a closed hub's timer does nothing.
 func TestHubHoldRestartsWithALargerRevision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHub(1, 250, time.Now)
+		h := newHub(1, 250, 250, time.Now)
 		h.publish(2, []*Event{ev(2, "a", 300)})
 		time.Sleep(hubHold / 2)
 		h.publish(3, []*Event{ev(3, "b", 300)})
@@ -357,7 +358,7 @@ func TestHubHoldFollowsTheRingsClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		ringNow := time.Unix(1_000_000, 0)
-		h := newHub(1, 250, func() time.Time { mu.Lock(); defer mu.Unlock(); return ringNow })
+		h := newHub(1, 250, 250, func() time.Time { mu.Lock(); defer mu.Unlock(); return ringNow })
 		defer h.close()
 		h.publish(2, []*Event{ev(2, "a", 300)})
 		time.Sleep(2 * hubHold)
@@ -374,4 +375,52 @@ func TestHubHoldFollowsTheRingsClock(t *testing.T) {
 			t.Fatalf("once the ring's clock passed the hold the ring holds %q, base %d; want it empty, base 2", got, base)
 		}
 	})
+}
+
+// The ring keeps what a follower has not read, up to its bound, and of
+// what every follower has read only the newest keepBytes.
+func TestHubKeepsWhatFollowersHaveNotRead(t *testing.T) {
+	h := newHub(1, 1000, 250, time.Now)
+	t.Cleanup(h.close)
+	rev := int64(1)
+	put := func(n int) {
+		for range n {
+			rev++
+			h.publish(rev, []*Event{ev(rev, "a", 100)})
+		}
+	}
+	check := func(when, want string) {
+		t.Helper()
+		if got, _, _ := ringOf(h); got != want {
+			t.Fatalf("%s: ring holds %q, want %q", when, got, want)
+		}
+	}
+
+	put(5)
+	check("no follower", "5:a 6:a")
+
+	f := h.follow()
+	put(2)
+	check("a follower that has not said where it stands", "7:a 8:a")
+
+	f.At(9) // it has read up to 8
+	put(4)
+	check("a follower at 9", "9:a 10:a 11:a 12:a")
+
+	g := h.follow()
+	g.At(11)
+	f.At(13)
+	put(1)
+	check("the lower of two followers", "11:a 12:a 13:a")
+
+	put(12)
+	check("a follower behind the bound", "16:a 17:a 18:a 19:a 20:a 21:a 22:a 23:a 24:a 25:a")
+	if _, ok := h.read(11, 25, fromKey("")); ok {
+		t.Fatal("read from 11 answered from the ring after the bound dropped it")
+	}
+
+	g.Close()
+	f.At(math.MaxInt64)
+	put(1)
+	check("every follower done", "25:a 26:a")
 }

@@ -88,9 +88,22 @@ type WatchableKV interface {
 	// where a watcher may resume.
 	Events(ctx context.Context, from, to int64, kr KeyRange) (evs []*Event, through int64, err error)
 
+	// Follow registers a reader of Events that says where it stands, so
+	// that the events it has yet to read stay in memory (Options.RingBytes)
+	// while those every follower has read may go. Close it when done.
+	Follow() Follower
+
 	// RetainFloor is the highest retention floor: a watcher below it may
 	// have missed pruned events.
 	RetainFloor() int64
+}
+
+// Follower is a reader of WatchableKV.Events, a watch stream.
+type Follower interface {
+	// At says the follower has read every event before rev and will not
+	// ask for them again (math.MaxInt64: it needs none).
+	At(rev int64)
+	Close()
 }
 
 // Lessor keeps etcd's leases: TTLs, and keys that go when one expires.

@@ -19,7 +19,11 @@ type Options struct {
 	MaxBatch int
 	// RingBytes bounds the in-memory event ring that serves watchers; older
 	// events are read back from the log table (default 16 MiB).
-	RingBytes int
+	// RingKeepBytes is how much of it the ring keeps when every watcher
+	// has read it (default 4 MiB, at most RingBytes): for a watch that
+	// starts a little in the past.
+	RingBytes     int
+	RingKeepBytes int
 	// LogReadBytes bounds the events one read back from the log holds in
 	// memory (a watcher's catch-up, a replica's tailer): the read stops
 	// after the first revision that reaches it (default 16 MiB).
@@ -117,6 +121,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = 16 << 20
 	}
+	if opts.RingKeepBytes <= 0 {
+		opts.RingKeepBytes = 4 << 20
+	}
 	if opts.LogReadBytes <= 0 {
 		opts.LogReadBytes = 16 << 20
 	}
@@ -166,7 +173,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.committed.Store(st.rev)
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
-	s.hub = newHub(st.rev, opts.RingBytes, opts.Now)
+	s.hub = newHub(st.rev, opts.RingBytes, opts.RingKeepBytes, opts.Now)
 	s.hub.onExpire = s.droppedFromHub
 	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
 

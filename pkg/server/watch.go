@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -52,13 +53,17 @@ type watchStream struct {
 	ctrl     chan *pb.WatchRequest
 	watchers map[int64]*watcher
 	nextID   int64
+	// follow tells the store the oldest revision a watcher here has not
+	// been sent, so that the events up to now stay in memory for it.
+	follow mvcc.Follower
 	// progressPending is a WatchProgressRequest waiting for every watcher
 	// to be synced.
 	progressPending bool
 }
 
 func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
-	st := &watchStream{s: ws.s, stream: stream, ctrl: make(chan *pb.WatchRequest, 128), watchers: map[int64]*watcher{}}
+	st := &watchStream{s: ws.s, stream: stream, ctrl: make(chan *pb.WatchRequest, 128), watchers: map[int64]*watcher{}, follow: ws.s.store.Follow()}
+	defer st.follow.Close()
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	recvErr := make(chan error, 1)
@@ -167,6 +172,7 @@ func (st *watchStream) handle(req *pb.WatchRequest, rev int64) error {
 			return nil
 		}
 		st.remove(id)
+		st.followed()
 		return st.send(&pb.WatchResponse{Header: st.s.header(rev), WatchId: id, Canceled: true})
 	case *pb.WatchRequest_ProgressRequest:
 		st.progressPending = true
@@ -194,7 +200,17 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest, rev int64) error {
 	}
 	st.watchers[w.id] = w
 	metrics.Watchers.Inc()
+	st.followed()
 	return nil
+}
+
+// followed tells the store where the stream's watchers stand.
+func (st *watchStream) followed() {
+	next := int64(math.MaxInt64)
+	for _, w := range st.watchers {
+		next = min(next, w.next)
+	}
+	st.follow.At(next)
 }
 
 // newWatcher makes the watcher cr asks for, or returns why etcd refuses it,

@@ -62,6 +62,7 @@ func (st *watchStream) deliver(ctx context.Context, rev int64) (bool, error) {
 			behind = true
 		}
 	}
+	st.followed()
 	return behind, nil
 }
 

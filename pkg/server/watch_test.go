@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,17 @@ type fakeBackend struct {
 	// as a bounded read of the log does.
 	readRevs int64
 	asked    [][2]int64 // each Events call's from and to
+	follower fakeFollower
 }
+
+// fakeFollower records where the stream said it stands.
+type fakeFollower struct {
+	at     []int64
+	closed bool
+}
+
+func (f *fakeFollower) At(rev int64) { f.at = append(f.at, rev) }
+func (f *fakeFollower) Close()       { f.closed = true }
 
 func (f *fakeBackend) ClusterID() uint64 { return 0xc1 }
 func (f *fakeBackend) MemberID() uint64 {
@@ -34,8 +45,9 @@ func (f *fakeBackend) MemberID() uint64 {
 	}
 	return f.member
 }
-func (f *fakeBackend) Floor() int64       { return f.floor }
-func (f *fakeBackend) RetainFloor() int64 { return f.retainFloor }
+func (f *fakeBackend) Floor() int64          { return f.floor }
+func (f *fakeBackend) RetainFloor() int64    { return f.retainFloor }
+func (f *fakeBackend) Follow() mvcc.Follower { return &f.follower }
 func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, int64, error) {
 	f.asked = append(f.asked, [2]int64{from, to})
 	if f.readRevs > 0 {
@@ -59,7 +71,7 @@ func (c *captureStream) Send(r *pb.WatchResponse) error {
 func newTestStream(b *fakeBackend, maxRequestBytes int) (*watchStream, *captureStream) {
 	cs := &captureStream{}
 	s := New(Config{Backend: b, MaxRequestBytes: maxRequestBytes})
-	return &watchStream{s: s, stream: cs, watchers: map[int64]*watcher{}}, cs
+	return &watchStream{s: s, stream: cs, watchers: map[int64]*watcher{}, follow: b.Follow()}, cs
 }
 
 func kv(key string, rev int64, value string) *mvccpb.KeyValue {
@@ -472,4 +484,47 @@ func TestCreate(t *testing.T) {
 	if w := st.watchers[0]; w.next != rev+1 {
 		t.Fatalf("watch 0 starts at %d, want the next revision", w.next)
 	}
+}
+
+// TestStreamSaysWhereItStands: the store learns the oldest revision a
+// watcher on the stream has not been sent, as watchers come, read and go,
+// so that the ring keeps those events in memory and lets the rest go.
+func TestStreamSaysWhereItStands(t *testing.T) {
+	b := &fakeBackend{readRevs: 3, events: func(from, to int64) ([]*mvcc.Event, error) {
+		var evs []*mvcc.Event
+		for r := from; r <= to; r++ {
+			evs = append(evs, putEv("a", r, nil))
+		}
+		return evs, nil
+	}}
+	st, _ := newTestStream(b, 0)
+	const rev = 20
+	step := func(what string, do func() error, want int64) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatal(err)
+		}
+		at := b.follower.at
+		if len(at) == 0 || at[len(at)-1] != want {
+			t.Fatalf("after %s the stream said %v, want %d last", what, at, want)
+		}
+	}
+	create := func(start int64) func() error {
+		return func() error {
+			return st.handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("a"), StartRevision: start}}}, rev)
+		}
+	}
+	cancel := func(id int64) func() error {
+		return func() error {
+			return st.handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{WatchId: id}}}, rev)
+		}
+	}
+	deliver := func() error { _, err := st.deliver(context.Background(), rev); return err }
+
+	step("a watcher from now", create(0), rev+1)
+	step("one from revision 5", create(5), 5)
+	step("a delivery of three revisions", deliver, 8)
+	step("another", deliver, 11)
+	step("the one behind canceled", cancel(1), rev+1)
+	step("the other canceled", cancel(0), math.MaxInt64)
 }

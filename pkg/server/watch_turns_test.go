@@ -46,7 +46,7 @@ func TestDeliverInTurn(t *testing.T) {
 				var sts [2]*watchStream
 				for i := range gs {
 					gs[i] = &gatedStream{gate: make(chan struct{})}
-					sts[i] = &watchStream{s: s, stream: gs[i], watchers: map[int64]*watcher{1: {id: 1, next: 1, kr: mvcc.NewKeyRange([]byte("a"), nil)}}}
+					sts[i] = &watchStream{s: s, stream: gs[i], watchers: map[int64]*watcher{1: {id: 1, next: 1, kr: mvcc.NewKeyRange([]byte("a"), nil)}}, follow: &fakeFollower{}}
 				}
 				close(gs[1].gate)
 				deliver := func(st *watchStream, done chan<- struct{}) {
