@@ -32,6 +32,11 @@ type catchupResult struct {
 	mem             memory        // peak from the watch's start to its end, and RSS then
 }
 
+func (r *catchupResult) String() string {
+	return fmt.Sprintf("last event after %.2f s, server CPU %.2f s, peak RSS %s, %d of %d events, %d wrong",
+		r.took.Seconds(), r.serverCPU.Seconds(), fmtMB(r.mem.hwm), r.delivered, r.want, r.wrong)
+}
+
 // dbPID is the target's PostgreSQL postmaster, 0 for none.
 func runCatchup(ctx context.Context, srv *server, dbPID int, ec extraConfig) (*catchupResult, error) {
 	conns, err := dialConns(srv.endpoint, catchupKeys)

@@ -229,6 +229,11 @@ func eachRound[R any](ctx context.Context, name string, targets []target, workDi
 				fr.cleanup()
 				if err == nil {
 					run.rounds = append(run.rounds, res)
+					// The tables give the best round; this is each one,
+					// for reading an A/B round by round.
+					if sum, ok := any(res).(fmt.Stringer); ok {
+						logf("%s: %s, round %d: %s", t.name, name, r, sum)
+					}
 					continue
 				}
 			}

@@ -46,6 +46,11 @@ func (r *fanoutResult) cpuPerEvent() time.Duration {
 	return r.serverCPU / time.Duration(r.delivered)
 }
 
+func (r *fanoutResult) String() string {
+	return fmt.Sprintf("%.0f puts/s, %.2f µs server CPU per event, %d of %d events, %d misordered",
+		r.putRate(), r.cpuPerEvent().Seconds()*1e6, r.delivered, r.want, r.misordered)
+}
+
 // watchFrame is one WatchResponse as the fan-out's watchers see it.
 type watchFrame struct {
 	id                int64

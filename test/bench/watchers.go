@@ -43,6 +43,11 @@ func (r *watchersResult) cpuPerEvent() time.Duration {
 	return r.serverCPU / time.Duration(r.delivered)
 }
 
+func (r *watchersResult) String() string {
+	return fmt.Sprintf("%.0f puts/s, %.2f µs server CPU per event, peak RSS %s, %d missing, %d misordered",
+		r.puts.rate(), r.cpuPerEvent().Seconds()*1e6, fmtMB(r.mem.hwm), r.want-r.delivered, r.misordered)
+}
+
 // watchersStride spreads consecutive puts over the keys: a prime, so any
 // number of keys that is not a multiple of it is covered.
 const watchersStride = 7919
