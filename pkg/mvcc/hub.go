@@ -17,9 +17,10 @@ import (
 // behind the ring reads the log table instead.
 //
 // The ring keeps the events its followers (the watch streams) have not
-// read yet, up to maxBytes, and beyond the newest keepBytes nothing else:
-// events every follower has read are only memory, and a store without a
-// watcher behind would otherwise hold maxBytes of them at all times.
+// read yet, up to maxBytes; while it holds more than keepBytes in all,
+// it drops the revisions every follower has read, the newest aside:
+// those are only memory, and a store without a watcher behind would
+// otherwise hold maxBytes of them at all times.
 type hub struct {
 	mu        sync.Mutex
 	events    []*Event // in (revision, sub) order
@@ -34,7 +35,8 @@ type hub struct {
 
 	// A revision larger than the whole ring (a DeleteRange of many keys)
 	// stays in it until holdUntil without counting against its budget:
-	// the revisions before it stay as far as the budget allows, those
+	// the revisions before it stay as far as maxBytes (and keepBytes,
+	// once every follower has read them) allow, those
 	// after it with it. The watchers it wakes, even a few revisions
 	// behind, read it from memory, where its events already are, instead
 	// of reading every row back from the log. Then it counts, and goes
@@ -131,9 +133,11 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 }
 
 // trim drops whole revisions from the front while the ring holds more
-// than maxBytes, or more than keepBytes of revisions every follower has
-// read; a held revision and those after it stay until now reaches the
-// hold's end. It reports the bytes it dropped.
+// than maxBytes, or while it holds more than keepBytes and every follower
+// has read the revision, unless it is the newest: a watch that starts
+// now, from the revision a list just read, finds it in memory. A held
+// revision and those after it stay until now reaches the hold's end. It
+// reports the bytes it dropped.
 func (h *hub) trim(now time.Time) (dropped int) {
 	held := 0
 	if now.Before(h.holdUntil) {
@@ -146,7 +150,7 @@ func (h *hub) trim(now time.Time) (dropped int) {
 		if held > 0 && r >= h.holdRev {
 			break
 		}
-		if over, unread := h.bytes-held > h.maxBytes, h.bytes-held > h.keepBytes && r < needed; !over && !unread {
+		if over, spare := h.bytes-held > h.maxBytes, h.bytes-held > h.keepBytes && r < needed && r < h.rev; !over && !spare {
 			break
 		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {

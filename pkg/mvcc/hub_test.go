@@ -423,4 +423,41 @@ func TestHubKeepsWhatFollowersHaveNotRead(t *testing.T) {
 	f.At(math.MaxInt64)
 	put(1)
 	check("every follower done", "25:a 26:a")
+
+	rev++
+	h.publish(rev, []*Event{ev(rev, "b", 500)})
+	check("a newest revision over keepBytes", "27:b")
+	put(1)
+	check("then an older one", "28:a")
+}
+
+// A revision larger than the ring is held, as before, and the revisions
+// before it go as keepBytes and the followers say.
+func TestHubKeepsWhatFollowersNeedBesideAHold(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	h := newHub(1, 1000, 250, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	t.Cleanup(h.close)
+	f := h.follow()
+	f.At(2)
+	for rev := int64(2); rev <= 4; rev++ {
+		h.publish(rev, []*Event{ev(rev, "a", 100)})
+	}
+	h.publish(5, []*Event{ev(5, "big", 1500)})
+	h.publish(6, []*Event{ev(6, "a", 100)})
+	if got, _, _ := ringOf(h); got != "2:a 3:a 4:a 5:big 6:a" {
+		t.Fatalf("with a follower at 2, ring holds %q", got)
+	}
+	f.At(5)
+	h.publish(7, []*Event{ev(7, "a", 100)})
+	if got, _, _ := ringOf(h); got != "5:big 6:a 7:a" {
+		t.Fatalf("with the follower at 5 during the hold, ring holds %q", got)
+	}
+	mu.Lock()
+	now = now.Add(2 * hubHold)
+	mu.Unlock()
+	h.publish(8, []*Event{ev(8, "a", 100)})
+	if got, _, _ := ringOf(h); got != "6:a 7:a 8:a" {
+		t.Fatalf("after the hold, with the follower at 5, ring holds %q", got)
+	}
 }

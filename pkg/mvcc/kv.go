@@ -89,8 +89,9 @@ type WatchableKV interface {
 	Events(ctx context.Context, from, to int64, kr KeyRange) (evs []*Event, through int64, err error)
 
 	// Follow registers a reader of Events that says where it stands, so
-	// that the events it has yet to read stay in memory (Options.RingBytes)
-	// while those every follower has read may go. Close it when done.
+	// that the events it has yet to read and memory still holds stay there
+	// (up to Options.RingBytes), while those every follower has read may
+	// go. Close it when done.
 	Follow() Follower
 
 	// RetainFloor is the highest retention floor: a watcher below it may
@@ -100,8 +101,10 @@ type WatchableKV interface {
 
 // Follower is a reader of WatchableKV.Events, a watch stream.
 type Follower interface {
-	// At says the follower has read every event before rev and will not
-	// ask for them again (math.MaxInt64: it needs none).
+	// At says the oldest revision the follower will ask for next
+	// (math.MaxInt64: none). It may move back, as when a stream gains a
+	// watch that starts in the past; events already gone from memory are
+	// read from the log as before.
 	At(rev int64)
 	Close()
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -48,6 +49,9 @@ func (f *fakeBackend) MemberID() uint64 {
 func (f *fakeBackend) Floor() int64          { return f.floor }
 func (f *fakeBackend) RetainFloor() int64    { return f.retainFloor }
 func (f *fakeBackend) Follow() mvcc.Follower { return &f.follower }
+func (f *fakeBackend) Published() (int64, <-chan struct{}, bool) {
+	return 1, make(chan struct{}), false
+}
 func (f *fakeBackend) Events(_ context.Context, from, to int64, _ mvcc.KeyRange) ([]*mvcc.Event, int64, error) {
 	f.asked = append(f.asked, [2]int64{from, to})
 	if f.readRevs > 0 {
@@ -525,6 +529,34 @@ func TestStreamSaysWhereItStands(t *testing.T) {
 	step("one from revision 5", create(5), 5)
 	step("a delivery of three revisions", deliver, 8)
 	step("another", deliver, 11)
-	step("the one behind canceled", cancel(1), rev+1)
-	step("the other canceled", cancel(0), math.MaxInt64)
+	step("one from revision 3", create(3), 3)
+	step("that one canceled", cancel(2), 11)
+	b.retainFloor = 15
+	step("a delivery that finds the one behind pruned", deliver, rev+1)
+	if _, ok := st.watchers[1]; ok {
+		t.Fatal("the watcher below the retention floor is still on the stream")
+	}
+	step("the last canceled", cancel(0), math.MaxInt64)
+}
+
+// eofStream is a Watch stream whose client has gone.
+type eofStream struct {
+	captureStream
+	ctx context.Context
+}
+
+func (e *eofStream) Recv() (*pb.WatchRequest, error) { return nil, io.EOF }
+func (e *eofStream) Context() context.Context        { return e.ctx }
+
+// TestWatchClosesItsFollower: a stream that ends lets go of the events
+// it had not read; otherwise the ring would keep them for nobody.
+func TestWatchClosesItsFollower(t *testing.T) {
+	b := &fakeBackend{}
+	ws := &watchServer{s: New(Config{Backend: b})}
+	if err := ws.Watch(&eofStream{ctx: t.Context()}); err != io.EOF {
+		t.Fatalf("Watch returned %v, want EOF", err)
+	}
+	if !b.follower.closed {
+		t.Fatal("the stream ended without closing its follower")
+	}
 }
