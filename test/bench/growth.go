@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -141,13 +142,23 @@ func historyLogsOf(ctx context.Context, cs []*clientv3.Client, clients int, cfg 
 // and Log of one key with (at the last checkpoint) about 1,000 revisions.
 // Last, the server restarts with a 75 s retention window so that pruning
 // removes nearly all of that history while updates are measured.
-func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints []int) error {
+//
+// The update p99s of two checkpoints are minutes apart, and the machine's
+// phase moves them more than the history does. So, with pairedRounds > 0,
+// the data as it stood at the first checkpoint is kept as a copy, served
+// by a second process at the end beside the first, and updates are timed
+// on both in turn, in alternating order, pairedRounds times: the median
+// of the rounds' ratios is the growth figure.
+func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints []int, pairedRounds int) error {
 	dir := filepath.Join(workDir, "growth")
-	os.RemoveAll(dir)
+	firstDir := dir + "-first"
+	for _, d := range []string{dir, firstDir} {
+		os.RemoveAll(d)
+		defer os.RemoveAll(d)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	srv, err := startGrowthServer(ctx, bin, dir, "--retain", "0")
 	if err != nil {
 		return err
@@ -179,21 +190,26 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 		return r.Header.Revision
 	}
 	const clients = 16
-	measureUpdates := func(cs []*clientv3.Client, n int, d time.Duration) opStats {
-		return drive(ctx, cs, clients, n, d, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
-			k := growthObj(j)
-			g, err := c.Get(ctx, k)
-			if err != nil {
+	// Updates go to the objects in key order, or spread over them
+	// (strided) as a cluster's updates come, in no order of their keys.
+	updatesOf := func(stride int) func(cs []*clientv3.Client, n int, d time.Duration) opStats {
+		return func(cs []*clientv3.Client, n int, d time.Duration) opStats {
+			return drive(ctx, cs, clients, n, d, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+				k := growthObj(j * stride)
+				g, err := c.Get(ctx, k)
+				if err != nil {
+					return err
+				}
+				var mod int64
+				if len(g.Kvs) == 1 {
+					mod = g.Kvs[0].ModRevision
+				}
+				_, err = c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", mod)).Then(clientv3.OpPut(k, val)).Else(clientv3.OpGet(k)).Commit()
 				return err
-			}
-			var mod int64
-			if len(g.Kvs) == 1 {
-				mod = g.Kvs[0].ModRevision
-			}
-			_, err = c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", mod)).Then(clientv3.OpPut(k, val)).Else(clientv3.OpGet(k)).Commit()
-			return err
-		})
+			})
+		}
 	}
+	measureUpdates := updatesOf(1)
 	i := 0
 	for _, cp := range checkpoints {
 		need := cp - int(rev(conns[0]))
@@ -238,6 +254,41 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 		}
 		r.size = dirSize(dir)
 		rows = append(rows, r)
+		if len(rows) == 1 && len(checkpoints) > 1 && pairedRounds > 0 {
+			srv.stop()
+			if err := copyTree(dir, firstDir); err != nil {
+				return fmt.Errorf("keep the first checkpoint's data: %w", err)
+			}
+			if srv, err = startGrowthServer(ctx, bin, dir, "--retain", "0"); err != nil {
+				return err
+			}
+			conns = srv.conns
+		}
+	}
+
+	var paired []pairedUpdates
+	if len(rows) > 1 && pairedRounds > 0 {
+		first, err := startGrowthServer(ctx, bin, firstDir, "--retain", "0")
+		if err != nil {
+			return err
+		}
+		servers := [2]*growthServer{first, srv}
+		for round := 1; round <= pairedRounds && ctx.Err() == nil; round++ {
+			var pu pairedUpdates
+			for o, stride := range []int{1, growthStride} {
+				for _, i := range roundOrder(2, round) {
+					st := updatesOf(stride)(servers[i].conns[:clients], 3000, cfg.phaseTime)
+					if st.errs > 0 {
+						logf("growth: %d errors: %s", st.errs, st.firstErr)
+					}
+					pu[o][i] = st
+				}
+			}
+			logf("growth: paired round %d: update p50 / p99 at the first checkpoint and the last, in key order %v / %v and %v / %v, spread %v / %v and %v / %v", round,
+				pu[0][0].p50(), pu[0][0].p99(), pu[0][1].p50(), pu[0][1].p99(), pu[1][0].p50(), pu[1][0].p99(), pu[1][1].p50(), pu[1][1].p99())
+			paired = append(paired, pu)
+		}
+		first.stop()
 	}
 
 	// Retention: restart with a 75 s window; nearly all of the history is
@@ -289,11 +340,67 @@ func runGrowth(ctx context.Context, bin, workDir string, cfg config, checkpoints
 		fmt.Printf("\np99 change from %d to %d revisions: update %s, get %s, list %s, list at rev-1000 %s (target: within 20%%)\n",
 			a.revs, b.revs, ch(a.upd, b.upd), ch(a.get, b.get), ch(a.list, b.list), ch(a.listPast, b.listPast))
 	}
+	if len(paired) > 0 {
+		fmt.Printf("\nUpdates timed in turn on both, %d paired rounds (the first checkpoint's data served by a second process, alternating which goes first), at %d against %d revisions, the median of the rounds' ratios (min-max) (target for p99: 1.10x or less):\n",
+			len(paired), rows[len(rows)-1].revs, rows[0].revs)
+		for o, order := range []string{"in key order (as above)", "spread over the keys (stride " + fmt.Sprint(growthStride) + ")"} {
+			var p50s, p99s []float64
+			for _, pu := range paired {
+				if a, b := pu[o][0], pu[o][1]; a.ops > 0 && b.ops > 0 {
+					p50s = append(p50s, b.p50().Seconds()/a.p50().Seconds())
+					p99s = append(p99s, b.p99().Seconds()/a.p99().Seconds())
+				}
+			}
+			fmt.Printf("- %s: p50 %s, p99 %s\n", order, fmtMedian(p50s), fmtMedian(p99s))
+		}
+	}
 	last := rows[len(rows)-1]
 	fmt.Printf("\nUpdates while retention pruning runs (restarted with --retain 75s --prune-interval 1s; first %v window): p50 %s, p99 %s, %.0f/s; without pruning at %d revisions: p50 %s, p99 %s. Oldest retained revision %d before, %d after %v; database %s before, %s after (SQLite reuses freed pages; the file does not shrink without defragment).\n",
 		cfg.phaseTime, fmtSec(pruning.p50().Seconds()), fmtSec(pruning.p99().Seconds()), pruning.rate(), last.revs,
 		fmtSec(last.upd.p50().Seconds()), fmtSec(last.upd.p99().Seconds()), before, after, time.Since(pruneStart).Round(time.Second), fmtMB(last.size), fmtMB(sizeAfter))
 	return nil
+}
+
+// pairedUpdates is one paired round's updates, in key order and then
+// strided: at the first checkpoint, then at the last.
+type pairedUpdates [2][2]opStats
+
+// growthStride spreads consecutive updates over the growth objects: a
+// prime, so every object is reached.
+const growthStride = 7919
+
+// copyTree copies the regular files of the directory tree src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
 }
 
 // historyFill records what a cached History data directory holds.

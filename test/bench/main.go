@@ -77,6 +77,7 @@ func run() error {
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
+	growthPaired := flag.Int("growth-paired-rounds", 8, "with -growth: rounds that time updates in turn on the first checkpoint's data and the last's (0: none)")
 	history := flag.Bool("history", false, "instead of the table: only quantykube.History (Get at a time, Log of a busy key) at 1 and 16 clients, on growth data filled once and kept under -history-cache (with -quantykube-base: that binary too, same data)")
 	historyRevs := flag.Int("history-revisions", 1_000_000, "retained revisions of -history's data")
 	historyCache := flag.String("history-cache", ".cache/bench/history", "where -history keeps its filled data directories")
@@ -125,7 +126,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints)
+		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints, *growthPaired)
 	}
 
 	if *history {
