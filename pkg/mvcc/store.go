@@ -19,9 +19,10 @@ type Options struct {
 	MaxBatch int
 	// RingBytes bounds the in-memory event ring that serves watchers; older
 	// events are read back from the log table (default 16 MiB).
-	// RingKeepBytes is how much of it the ring keeps when every watcher
-	// has read it (default 4 MiB, at most RingBytes): for a watch that
-	// starts a little in the past.
+	// While the ring holds more than RingKeepBytes (default 4 MiB, at
+	// most RingBytes), it drops the revisions every watch stream has
+	// read but the newest; below it they stay, for a watch that starts a
+	// little in the past.
 	RingBytes     int
 	RingKeepBytes int
 	// LogReadBytes bounds the events one read back from the log holds in

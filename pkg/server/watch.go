@@ -54,7 +54,7 @@ type watchStream struct {
 	watchers map[int64]*watcher
 	nextID   int64
 	// follow tells the store the oldest revision a watcher here has not
-	// been sent, so that the events up to now stay in memory for it.
+	// been sent, so that the ring keeps what the stream has yet to send.
 	follow mvcc.Follower
 	// progressPending is a WatchProgressRequest waiting for every watcher
 	// to be synced.
