@@ -32,8 +32,13 @@ const (
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
 	sqlUpsertCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
 	// A range delete's steps: the log's delete rows for the live keys in
-	// [first, last], numbered in key order from sub, then the keys.
-	sqlInsertDeletes  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
+	// [first, last], numbered in key order from sub, then the keys. OR
+	// FAIL spares SQLite the statement journal it keeps for an INSERT ...
+	// SELECT, to undo that statement alone if a constraint stops it
+	// midway: a batch whose statement fails is rolled back whole
+	// (writer.transact), so the journal was written and never read: 14% of
+	// the range delete's CPU in BenchmarkDeleteRange20k.
+	sqlInsertDeletes  = `INSERT OR FAIL INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
 	sqlDeleteCurrents = `DELETE FROM current WHERE key >= ? AND key <= ?`
 	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
 )
@@ -313,8 +318,10 @@ func (t *directTx) del(key []byte, rev, sub, unixMs int64) error {
 }
 
 // deleteStep bounds the keys one statement of a range delete removes, so
-// that no statement grows with the range (SQLite keeps what a statement
-// changed until it ends, to undo it alone if it fails).
+// that no statement grows with the range: the numbering window of
+// sqlInsertDeletes holds its step's rows (one statement for 20,000 keys
+// took 4-8% longer than steps of 2,000), and each step's row counts are
+// checked against the live index.
 const deleteStep = 2000
 
 // deleteRange deletes the live keys in kr with a few statements per

@@ -271,3 +271,68 @@ func TestDeleteRangeHealsAStaleIndex(t *testing.T) {
 		t.Error("the reloaded live index is not serving")
 	}
 }
+
+// A range delete whose log insert fails partway through a step (here a
+// row already at one of its (rev, sub)) leaves nothing behind: the step's
+// statement keeps no journal of its own (OR FAIL), so this rests on the
+// whole batch being rolled back. Every key stays live, no row of the
+// failed revision is left, and the same delete succeeds once the
+// obstacle is gone.
+func TestDeleteRangeFailingMidwayLeavesNothing(t *testing.T) {
+	const keys = 10
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s := openAt(t, "sqlite://"+path, mvcc.Options{Logger: slog.New(slog.DiscardHandler)})
+	var ops []*pb.RequestOp
+	for i := range keys {
+		ops = append(ops, putOp(fmt.Appendf(nil, "/m/k%02d", i), fmt.Sprint(i), 0))
+	}
+	rev := txn(t, s, ops...)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The put's rows are numbered as the delete's will be: in key order
+	// from the revision's first sub.
+	var firstSub int64
+	if err := db.QueryRowContext(ctx, `SELECT MIN(sub) FROM log WHERE rev = ?`, rev).Scan(&firstSub); err != nil {
+		t.Fatal(err)
+	}
+	block := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, rev+1, firstSub+keys/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block(`INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, '/zz', NULL, 0, 0, 0, 1, 0)`)
+
+	del := &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/m/", "/m0")}}
+	if _, err := s.Txn(ctx, del); err == nil || !strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		t.Fatalf("a range delete over a taken (rev, sub): %v", err)
+	}
+	if s.Rev() != rev {
+		t.Fatalf("revision %d after the failed delete, want %d", s.Rev(), rev)
+	}
+	var logRows, live int64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM log WHERE rev = ?), (SELECT COUNT(*) FROM current WHERE key >= ? AND key < ?)`, rev+1, []byte("/m/"), []byte("/m0")).Scan(&logRows, &live); err != nil {
+		t.Fatal(err)
+	}
+	if logRows != 1 || live != keys {
+		t.Fatalf("after the failed delete: %d log rows at its revision (want the obstacle alone), %d live rows (want %d)", logRows, live, keys)
+	}
+	r, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/m/"), RangeEnd: []byte("/m0"), CountOnly: true})
+	if err != nil || r.Count != keys {
+		t.Fatalf("live keys after the failed delete: %v, %v", r, err)
+	}
+
+	block(`DELETE FROM log WHERE rev = ? AND sub = ?`)
+	resp, err := s.Txn(ctx, del)
+	if err != nil || resp.Responses[0].GetResponseDeleteRange().Deleted != keys || resp.Header.Revision != rev+1 {
+		t.Fatalf("the delete again: %v, %v", resp, err)
+	}
+	evs, _, err := s.Events(ctx, rev+1, rev+1, mvcc.NewKeyRange([]byte("/m/"), []byte("/m0")))
+	if err != nil || len(evs) != keys {
+		t.Fatalf("events of the delete: %d, %v", len(evs), err)
+	}
+}
