@@ -36,8 +36,8 @@ const (
 	// FAIL spares SQLite the statement journal it keeps for an INSERT ...
 	// SELECT, to undo that statement alone if a constraint stops it
 	// midway: a batch whose statement fails is rolled back whole
-	// (writer.transact), so the journal was written and never read: 14% of
-	// the range delete's CPU in BenchmarkDeleteRange20k.
+	// (writer.transact), so the journal was never needed, and writing it
+	// was 14% of the range delete's CPU in BenchmarkDeleteRange20k.
 	sqlInsertDeletes  = `INSERT OR FAIL INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
 	sqlDeleteCurrents = `DELETE FROM current WHERE key >= ? AND key <= ?`
 	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
@@ -317,11 +317,11 @@ func (t *directTx) del(key []byte, rev, sub, unixMs int64) error {
 	return nil
 }
 
-// deleteStep bounds the keys one statement of a range delete removes, so
-// that no statement grows with the range: the numbering window of
-// sqlInsertDeletes holds its step's rows (one statement for 20,000 keys
-// took 4-8% longer than steps of 2,000), and each step's row counts are
-// checked against the live index.
+// deleteStep bounds the keys one statement of a range delete removes.
+// Nothing in SQLite holds a step's rows any more (sqlInsertDeletes keeps
+// no statement journal, and its numbering window drops each row once
+// numbered), but one statement for 20,000 keys still took 4-8% longer than
+// steps of 2,000 (docs/BENCHMARKS.md, sixteenth round).
 const deleteStep = 2000
 
 // deleteRange deletes the live keys in kr with a few statements per

@@ -307,6 +307,11 @@ func TestDeleteRangeFailingMidwayLeavesNothing(t *testing.T) {
 	}
 	block(`INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, '/zz', NULL, 0, 0, 0, 1, 0)`)
 
+	// The statements of a range delete run where the live index serves;
+	// without it the keys are deleted one at a time.
+	if !s.IndexServing() {
+		t.Fatal("the live index is not serving")
+	}
 	del := &pb.TxnRequest{Success: []*pb.RequestOp{delRangeOp("/m/", "/m0")}}
 	if _, err := s.Txn(ctx, del); err == nil || !strings.Contains(err.Error(), "UNIQUE constraint failed") {
 		t.Fatalf("a range delete over a taken (rev, sub): %v", err)
