@@ -66,6 +66,8 @@ type batchEnd struct {
 	compact int64
 	unixMs  int64
 	leases  bool // the batch granted or revoked a lease
+	// changes is how many key changes (events) the batch wrote.
+	changes int
 }
 
 // next is the committed state the batch after this one starts from:

@@ -80,7 +80,7 @@ type directBatcher struct {
 	ckptAgain bool
 
 	// Ordinary commits are copied by a background checkpoint too, at most
-	// one at a time and one per checkpointEvery (tick is closed when it
+	// one at a time, at most one per checkpointEvery (tick is closed when it
 	// ends, tickAt is when it started), so that the writer's connection,
 	// which still checkpoints after a commit that leaves the WAL over its
 	// threshold, finds little left to copy. That one is still needed: the
@@ -94,14 +94,32 @@ type directBatcher struct {
 	rowReads atomic.Int64
 }
 
-// checkpointEvery spaces the background checkpoints after ordinary
-// commits. Under a steady write load the WAL reaches the writer's
-// checkpoint threshold (1,000 pages) within a fraction of a second; a
-// checkpoint every 50 ms leaves the writer the pages of its last few
-// batches. Shorter, each copy would rewrite the same hot pages (the end of
-// the log, the indexes' last leaves) more often, and each one syncs the
-// database file (ADR-015 has the figures).
-const checkpointEvery = 50 * time.Millisecond
+// checkpointEvery is how long after the last background checkpoint
+// started the next may start, after a batch that made changes key changes:
+// checkpointPerChange for each, at least checkpointMin and at most
+// checkpointMax (ADR-015).
+//
+// Each checkpoint syncs the database file, and while it does, the
+// writer's commits wait longer for their own sync of the WAL: the more it
+// copies, the longer. Under a light load (small batches) the writer has
+// CPU to spare, so checkpoints closer together keep each copy, and each
+// commit's wait behind it, short. Under a heavy load (64 clients make
+// batches of about 25 to 45 changes) the CPU is the limit, and a checkpoint
+// copies the pages many batches rewrote (the end of the log, the indexes'
+// last leaves) once for all of them. A fixed 10 ms cost the 64-client
+// table 7%; a fixed 50 ms left update p99 at 10^6 retained revisions
+// 1.11-1.38x that at 10^4, and about a fifth higher than this rule does
+// (docs/BENCHMARKS.md, sixteenth round). A 10 ms floor cost creates at
+// one and 16 clients about 5%, and update p50 7-19%, which 20 ms did not.
+func checkpointEvery(changes int) time.Duration {
+	return min(max(time.Duration(changes)*checkpointPerChange, checkpointMin), checkpointMax)
+}
+
+const (
+	checkpointPerChange = 2 * time.Millisecond
+	checkpointMin       = 20 * time.Millisecond
+	checkpointMax       = 50 * time.Millisecond
+)
 
 // bulkBytes is how many bytes of deleted rows make a batch bulk: their
 // pages are rewritten into the WAL, well beyond what the writer's
@@ -229,8 +247,9 @@ func (b *directBatcher) checkpointBehind() {
 }
 
 // checkpointSoon starts a background checkpoint after an ordinary commit,
-// unless one is running or one started less than checkpointEvery ago.
-func (b *directBatcher) checkpointSoon() {
+// unless one is running or the last one started less than
+// checkpointEvery(changes) ago, changes being the batch's.
+func (b *directBatcher) checkpointSoon(changes int) {
 	if b.tick != nil {
 		select {
 		case <-b.tick:
@@ -238,7 +257,7 @@ func (b *directBatcher) checkpointSoon() {
 			return
 		}
 	}
-	if now := b.s.opts.Now(); now.Sub(b.tickAt) >= checkpointEvery {
+	if now := b.s.opts.Now(); now.Sub(b.tickAt) >= checkpointEvery(changes) {
 		b.tickAt = now
 		b.tick = b.checkpointAsync(nil)
 	}
@@ -446,7 +465,7 @@ func (t *directTx) commit(end batchEnd) error {
 	case background:
 		t.b.ckptAgain = true
 	case !t.b.ckptOff && checkpointer:
-		t.b.checkpointSoon()
+		t.b.checkpointSoon(end.changes)
 	}
 	t.b.last = end.next()
 	return nil

@@ -237,9 +237,9 @@ func TestLargeDeleteWaitsForThePeriodicCheckpoint(t *testing.T) {
 }
 
 // Ordinary commits leave most of the WAL to a background checkpoint: a
-// commit starts one when checkpointEvery (50 ms) has passed since the last
-// one started, and never while one runs. The writer's connection never
-// turns its own checkpoint off for them.
+// commit starts one when checkpointEvery has passed since the last one
+// started (20 ms after batches of one change), and never while one runs.
+// The writer's connection never turns its own checkpoint off for them.
 func TestCommitsCheckpointBehind(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
@@ -270,7 +270,7 @@ func TestCommitsCheckpointBehind(t *testing.T) {
 		}
 	}
 	write()
-	clock.Advance(49 * time.Millisecond)
+	clock.Advance(19 * time.Millisecond)
 	write()
 	started(false)
 	clock.Advance(time.Millisecond)
@@ -299,6 +299,51 @@ func TestCommitsCheckpointBehind(t *testing.T) {
 	c.gate <- struct{}{}
 	if got := c.seen(); got != "checkpoint" && got != "checkpoint checkpoint" {
 		t.Fatalf("checkpoint calls %q, want only background checkpoints", got)
+	}
+}
+
+// The interval between background checkpoints follows the batch that
+// just committed: 2 ms per key it changed, at least 20 ms and at most
+// 50 ms (ADR-015).
+func TestCheckpointIntervalFollowsTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		changes int
+		every   time.Duration
+	}{{1, 20 * time.Millisecond}, {7, 20 * time.Millisecond}, {12, 24 * time.Millisecond}, {25, 50 * time.Millisecond}, {100, 50 * time.Millisecond}} {
+		t.Run(fmt.Sprint(tc.changes), func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+			s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
+			n := 0
+			write := func() {
+				t.Helper()
+				var ops []*pb.RequestOp
+				for range tc.changes {
+					n++
+					ops = append(ops, putOp(fmt.Appendf(nil, "/k/%d", n), "v", 0))
+				}
+				if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: ops}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// No checkpoint has started yet: the interval is counted from
+			// the store's start.
+			write()
+			clock.Advance(tc.every - time.Millisecond)
+			write()
+			select {
+			case <-c.started:
+				t.Fatalf("a background checkpoint started %v after the last, before %v", tc.every-time.Millisecond, tc.every)
+			case <-time.After(100 * time.Millisecond):
+			}
+			clock.Advance(time.Millisecond)
+			write()
+			select {
+			case <-c.started:
+			case <-time.After(time.Minute):
+				t.Fatalf("no background checkpoint started %v after the last (calls %q)", tc.every, c.seen())
+			}
+			c.gate <- struct{}{}
+		})
 	}
 }
 

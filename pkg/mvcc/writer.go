@@ -263,7 +263,7 @@ func (w *writer) transact(ctx context.Context, reqs []*writeReq) (*committed, []
 		res.rev = b.rev
 		results[i] = res
 	}
-	end := batchEnd{start: start, rev: b.rev, compact: b.compact, unixMs: b.unixMs, leases: len(b.granted)+len(b.revoked) > 0}
+	end := batchEnd{start: start, rev: b.rev, compact: b.compact, unixMs: b.unixMs, leases: len(b.granted)+len(b.revoked) > 0, changes: len(b.events)}
 	if err := tx.commit(end); err != nil {
 		return nil, nil, err
 	}
