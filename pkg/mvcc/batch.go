@@ -66,7 +66,8 @@ type batchEnd struct {
 	compact int64
 	unixMs  int64
 	leases  bool // the batch granted or revoked a lease
-	// changes is how many key changes (events) the batch wrote.
+	// changes is how many key changes (events) the batch wrote: the
+	// load that spaces SQLite's background checkpoints (checkpointEvery).
 	changes int
 }
 

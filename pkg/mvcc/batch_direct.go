@@ -94,23 +94,23 @@ type directBatcher struct {
 	rowReads atomic.Int64
 }
 
-// checkpointEvery is how long after the last background checkpoint
-// started the next may start, after a batch that made changes key changes:
-// checkpointPerChange for each, at least checkpointMin and at most
-// checkpointMax (ADR-015).
+// checkpointEvery spaces the background checkpoints by the load, read
+// from the size of the batch that just committed (ADR-015).
 //
 // Each checkpoint syncs the database file, and while it does, the
 // writer's commits wait longer for their own sync of the WAL: the more it
 // copies, the longer. Under a light load (small batches) the writer has
 // CPU to spare, so checkpoints closer together keep each copy, and each
-// commit's wait behind it, short. Under a heavy load (64 clients make
-// batches of about 25 to 45 changes) the CPU is the limit, and a checkpoint
-// copies the pages many batches rewrote (the end of the log, the indexes'
-// last leaves) once for all of them. A fixed 10 ms cost the 64-client
-// table 7%; a fixed 50 ms left update p99 at 10^6 retained revisions
-// 1.11-1.38x that at 10^4, and about a fifth higher than this rule does
-// (docs/BENCHMARKS.md, sixteenth round). A 10 ms floor cost creates at
-// one and 16 clients about 5%, and update p50 7-19%, which 20 ms did not.
+// commit's wait behind it, short. Under a heavy load (64 clients made
+// batches of 26 to 30 changes in process, eleventh round) the CPU is the
+// limit, and a checkpoint copies the pages many batches rewrote (the end
+// of the log, the indexes' last leaves) once for all of them. A fixed
+// 10 ms cost the 64-client table 7%; a fixed 50 ms left update p99 at
+// 10^6 retained revisions 1.11-1.38x that at 10^4, and about a fifth
+// higher than this rule does (docs/BENCHMARKS.md, sixteenth round). A
+// 10 ms floor raised p99 at 10^4 and update p50 7-19%; 20 ms did neither.
+// The batch that commits decides, so under a load of mixed sizes a small
+// batch brings the next checkpoint closer.
 func checkpointEvery(changes int) time.Duration {
 	return min(max(time.Duration(changes)*checkpointPerChange, checkpointMin), checkpointMax)
 }
@@ -464,7 +464,10 @@ func (t *directTx) commit(end batchEnd) error {
 		t.b.checkpointBehind()
 	case background:
 		t.b.ckptAgain = true
-	case !t.b.ckptOff && checkpointer:
+	case !t.b.ckptOff && checkpointer && end.changes > 0:
+		// A batch that changed no key (a lease grant, a compaction, a
+		// compare that failed) wrote next to nothing to copy, and says
+		// nothing of the load: the next batch with changes decides.
 		t.b.checkpointSoon(end.changes)
 	}
 	t.b.last = end.next()

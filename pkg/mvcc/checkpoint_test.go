@@ -304,45 +304,67 @@ func TestCommitsCheckpointBehind(t *testing.T) {
 
 // The interval between background checkpoints follows the batch that
 // just committed: 2 ms per key it changed, at least 20 ms and at most
-// 50 ms (ADR-015).
+// 50 ms (ADR-015). It is counted from the store's start, then from the
+// last checkpoint's start, and the committing batch's size decides it
+// whatever the batches before were. A batch that changed no key starts
+// none.
 func TestCheckpointIntervalFollowsTheBatch(t *testing.T) {
-	for _, tc := range []struct {
-		changes int
-		every   time.Duration
-	}{{1, 20 * time.Millisecond}, {7, 20 * time.Millisecond}, {12, 24 * time.Millisecond}, {25, 50 * time.Millisecond}, {100, 50 * time.Millisecond}} {
-		t.Run(fmt.Sprint(tc.changes), func(t *testing.T) {
+	for _, tc := range []struct{ first, then int }{{1, 1}, {7, 7}, {12, 12}, {25, 25}, {100, 1}, {1, 100}} {
+		t.Run(fmt.Sprint(tc.first, "-", tc.then), func(t *testing.T) {
 			clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 			s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
 			n := 0
-			write := func() {
+			write := func(changes int) {
 				t.Helper()
-				var ops []*pb.RequestOp
-				for range tc.changes {
+				req := &pb.TxnRequest{}
+				for range changes {
 					n++
-					ops = append(ops, putOp(fmt.Appendf(nil, "/k/%d", n), "v", 0))
+					req.Success = append(req.Success, putOp(fmt.Appendf(nil, "/k/%d", n), "v", 0))
 				}
-				if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: ops}); err != nil {
+				if changes == 0 {
+					// A compare that fails, and a read instead.
+					req.Compare = []*pb.Compare{{Key: []byte("/none"), Target: pb.Compare_VERSION, Result: pb.Compare_GREATER, TargetUnion: &pb.Compare_Version{}}}
+					req.Failure = []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("/none")}}}}
+				}
+				if _, err := s.Txn(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
 			}
-			// No checkpoint has started yet: the interval is counted from
-			// the store's start.
-			write()
-			clock.Advance(tc.every - time.Millisecond)
-			write()
-			select {
-			case <-c.started:
-				t.Fatalf("a background checkpoint started %v after the last, before %v", tc.every-time.Millisecond, tc.every)
-			case <-time.After(100 * time.Millisecond):
+			every := func(changes int) time.Duration {
+				return min(max(time.Duration(changes)*2*time.Millisecond, 20*time.Millisecond), 50*time.Millisecond)
 			}
-			clock.Advance(time.Millisecond)
-			write()
-			select {
-			case <-c.started:
-			case <-time.After(time.Minute):
-				t.Fatalf("no background checkpoint started %v after the last (calls %q)", tc.every, c.seen())
+			// phase commits batches of size changes for a while with the
+			// clock a millisecond short of their interval, and none may
+			// start a checkpoint (the one before, if any, ends meanwhile);
+			// then, a millisecond on, they start one.
+			phase := func(changes int) {
+				t.Helper()
+				clock.Advance(every(changes) - time.Millisecond)
+				for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+					write(changes)
+					select {
+					case <-c.started:
+						t.Fatalf("a background checkpoint started %v after the last, after batches of %d changes", every(changes)-time.Millisecond, changes)
+					default:
+					}
+				}
+				clock.Advance(time.Millisecond)
+				write(0)
+				select {
+				case <-c.started:
+					t.Fatal("a batch that changed no key started a background checkpoint")
+				case <-time.After(100 * time.Millisecond):
+				}
+				write(changes)
+				select {
+				case <-c.started:
+				case <-time.After(time.Minute):
+					t.Fatalf("no background checkpoint started %v after the last, after a batch of %d changes (calls %q)", every(changes), changes, c.seen())
+				}
+				c.gate <- struct{}{}
 			}
-			c.gate <- struct{}{}
+			phase(tc.first)
+			phase(tc.then)
 		})
 	}
 }
