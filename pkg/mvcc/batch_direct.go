@@ -208,6 +208,28 @@ type directTx struct {
 	rows  staged
 	index *liveIndex // nil: current rows come from SQL
 	bulk  int64      // bytes of the rows its range deletes removed
+	// gone is the ranges of goneMin keys or more this batch deleted (with
+	// the live index only): a key in one that rows does not hold is
+	// deleted, whatever the index says. A delete of 200,000 keys would
+	// otherwise add each to rows, a string and a map entry per key.
+	gone []KeyRange
+}
+
+// goneMin is the fewest keys a range delete records as a range rather
+// than key by key: every get that rows does not answer, and every range
+// delete, checks each range, so small deletes, which a batch may hold
+// many of, stay in rows.
+const goneMin = 256
+
+// goneByRange reports whether one of the batch's range deletes removed
+// key, which rows does not hold.
+func (t *directTx) goneByRange(key []byte) bool {
+	for _, kr := range t.gone {
+		if kr.Contains(key) {
+			return true
+		}
+	}
+	return false
 }
 
 // resumeCheckpoints runs at the start of a batch, on the writer's
@@ -294,6 +316,9 @@ func (t *directTx) get(key []byte) (*mvccpb.KeyValue, error) {
 		return kv, nil
 	}
 	if t.index != nil {
+		if t.goneByRange(key) {
+			return nil, nil
+		}
 		// The committed state, as the transaction would read it.
 		kv := t.index.get(key)
 		t.rows[string(key)] = kv
@@ -384,9 +409,20 @@ func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 			}
 		}
 	}
-	for _, kv := range prevs {
-		t.rows[string(kv.Key)] = nil
+	if len(prevs) < goneMin {
+		for _, kv := range prevs {
+			t.rows[string(kv.Key)] = nil
+		}
+		return prevs, true, nil
 	}
+	// Every key in kr is deleted now: those the batch staged, and those
+	// of the index it did not read, which goneByRange answers for.
+	for k, kv := range t.rows {
+		if kv != nil && kr.Contains(kv.Key) {
+			t.rows[k] = nil
+		}
+	}
+	t.gone = append(t.gone, kr)
 	return prevs, true, nil
 }
 
@@ -397,6 +433,8 @@ func (t *directTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
 	t.index.ascend(kr, func(kv *mvccpb.KeyValue) bool {
 		if staged, ok := t.rows[string(kv.Key)]; ok {
 			kv = staged
+		} else if t.goneByRange(kv.Key) {
+			kv = nil
 		}
 		if kv != nil {
 			out = append(out, kv)

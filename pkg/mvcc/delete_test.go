@@ -94,6 +94,64 @@ func TestDeleteRangeInBatch(t *testing.T) {
 		},
 		{Success: []*pb.RequestOp{delRangeOp("/d/", "/d0")}},
 	}
+	matchesOneAtATime(t, setup, batch, func(t *testing.T, want []*pb.TxnResponse) {
+		if got := want[3].Responses[0].GetResponseDeleteRange(); got.Deleted != 3 || string(got.PrevKvs[1].Key) != "/d/a15" || string(got.PrevKvs[2].Value) != "updated" {
+			t.Fatalf("reference delete of [/d/a, /d/b): %v", got)
+		}
+	})
+}
+
+// A range delete of GoneMin keys or more records its range instead of each
+// key (batch_direct.go): the requests after it in its batch still find
+// every key in it deleted, those the batch created before it too, and
+// find again those they create; with two such ranges, one unbounded.
+func TestLargeDeleteRangeInBatch(t *testing.T) {
+	n := mvcc.GoneMin + 44
+	setup := []string{"/g/z"}
+	for i := range n {
+		setup = append(setup, fmt.Sprintf("/g/k%03d", i), fmt.Sprintf("/h/k%03d", i))
+	}
+	compareAbsent := func(key, put string) *pb.TxnRequest {
+		return &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: []byte(key), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Version{Version: 0}}},
+			Success: []*pb.RequestOp{putOp([]byte(put), "after "+key, 0)},
+		}
+	}
+	batch := []*pb.TxnRequest{
+		{Success: []*pb.RequestOp{putOp([]byte("/g/k0105"), "new", 0)}},
+		{Success: []*pb.RequestOp{putOp([]byte("/g/k100"), "updated", 0)}},
+		{Success: []*pb.RequestOp{delRangeOp("/g/k", "/g/l")}}, // n+1 keys
+		{Success: []*pb.RequestOp{putOp([]byte("/g/k150"), "again", 0)}},
+		compareAbsent("/g/k200", "/g/c"),
+		{Success: []*pb.RequestOp{delRangeOp("/g/", "/g0")}}, // /g/c, /g/k150, /g/z
+		{Success: []*pb.RequestOp{putOp([]byte("/g/k050"), "third", 0)}},
+		compareAbsent("/g/k150", "/g/d"),
+		{Success: []*pb.RequestOp{delRangeOp("/h/", "\x00")}}, // n keys and /head
+		{Success: []*pb.RequestOp{delRangeOp("/h/k007", "")}}, // one key, gone
+		{Success: []*pb.RequestOp{putOp([]byte("/h/k010"), "again", 0)}},
+		compareAbsent("/head", "/i/x"),
+		{Success: []*pb.RequestOp{delRangeOp("/h/k", "/h/l")}}, // /h/k010
+	}
+	matchesOneAtATime(t, setup, batch, func(t *testing.T, want []*pb.TxnResponse) {
+		for i, deleted := range map[int]int{2: n + 1, 5: 3, 8: n + 1, 9: 0, 12: 1} {
+			if got := want[i].Responses[0].GetResponseDeleteRange().Deleted; got != int64(deleted) {
+				t.Fatalf("reference request %d deleted %d keys, want %d", i, got, deleted)
+			}
+		}
+		for _, i := range []int{4, 7, 11} {
+			if !want[i].Succeeded {
+				t.Fatalf("reference request %d: the compare on a deleted key's version failed", i)
+			}
+		}
+	})
+}
+
+// matchesOneAtATime puts setup's keys into three stores, runs batch's
+// requests one at a time on the one without a live index (the SQL path),
+// checks its answers with checkRef, then runs them as one batch on the two
+// with one, and compares their answers, events and ranges with it.
+func matchesOneAtATime(t *testing.T, setup []string, batch []*pb.TxnRequest, checkRef func(*testing.T, []*pb.TxnResponse)) {
+	t.Helper()
 	// A ring of one byte holds no event: watchers read the log, which so is
 	// compared too.
 	ref := openStore(t, mvcc.Options{DisableLiveIndex: true, RingBytes: 1})
@@ -117,9 +175,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 		}
 		want = append(want, resp)
 	}
-	if got := want[3].Responses[0].GetResponseDeleteRange(); got.Deleted != 3 || string(got.PrevKvs[1].Key) != "/d/a15" || string(got.PrevKvs[2].Value) != "updated" {
-		t.Fatalf("reference delete of [/d/a, /d/b): %v", got)
-	}
+	checkRef(t, want)
 	all := mvcc.NewKeyRange([]byte("/"), []byte{0})
 	wantEvents, _, err := ref.Events(ctx, start+1, ref.Rev(), all)
 	if err != nil {
@@ -152,7 +208,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 					t.Fatalf("event %d: %v %v (prev %v), want %v %v (prev %v)", i, e.Type, e.Kv, e.PrevKv, w.Type, w.Kv, w.PrevKv)
 				}
 			}
-			for _, r := range []*pb.RangeRequest{{Key: []byte("/"), RangeEnd: []byte{0}}, {Key: []byte("/d/"), RangeEnd: []byte("/d0"), CountOnly: true}} {
+			for _, r := range []*pb.RangeRequest{{Key: []byte("/"), RangeEnd: []byte{0}}, {Key: []byte("/d/"), RangeEnd: []byte("/d0"), CountOnly: true}, {Key: []byte("/g/"), RangeEnd: []byte("/g0"), CountOnly: true}, {Key: []byte("/h/"), RangeEnd: []byte{0}, CountOnly: true}} {
 				a, errA := s.Range(ctx, r)
 				b, errB := ref.Range(ctx, r)
 				if errA != nil || errB != nil || a.Rev != b.Rev || a.Count != b.Count || len(a.Kvs) != len(b.Kvs) {

@@ -42,6 +42,9 @@ func (s *Store) FailCommitOutcome() {
 // package.
 var EtcdContains = etcdContains
 
+// GoneMin is the fewest keys a batch's range delete records as a range.
+const GoneMin = goneMin
+
 // HoldWriter takes the writer's one database connection, so that the
 // writer waits at its next batch's start while requests queue behind it;
 // release gives the connection back.
