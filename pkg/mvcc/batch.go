@@ -51,7 +51,7 @@ type batchTx interface {
 }
 
 // rangeDeleter is a batchTx that deletes a range of keys in a few
-// statements instead of two per key (batch_direct.go). done is false when
+// statements instead of two per key (delete_direct.go). done is false when
 // it cannot here: the caller scans the range and deletes key by key.
 type rangeDeleter interface {
 	// deleteRange deletes every current row in kr as changes sub, sub+1,

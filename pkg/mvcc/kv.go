@@ -6,8 +6,9 @@
 //
 // The interfaces below are the contract the servers depend on; *Store
 // implements all of them. Files are one concern each: the writer and its
-// batch transactions (writer.go, batch.go, batch_direct.go,
-// batch_buffered.go, batch_assume.go), Txn evaluation (txn.go),
+// batch transactions (writer.go, batch.go, batch_direct.go and its range
+// delete delete_direct.go, batch_buffered.go, batch_assume.go), Txn
+// evaluation (txn.go),
 // publishing committed batches (publish.go, tail.go), reads (range.go, index.go), watch events
 // (hub.go), leases (lease.go), history and retention (history.go,
 // retention.go), the schema (schema.go).
