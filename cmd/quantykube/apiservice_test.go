@@ -39,7 +39,8 @@ func TestAPIService(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"Service/qk", "EndpointSlice/qk", "APIService/v1alpha1.quanty.quantyroot.io",
-		"ClusterRole/quanty-history-reader", "ClusterRole/quanty-history-restorer", "ClusterRole/quanty-store-access-reviewer", "ClusterRoleBinding/quanty-store-access-reviewer"} {
+		"ClusterRole/quanty-history-reader", "ClusterRole/quanty-history-restorer", "ClusterRole/quanty-store-access-reviewer", "ClusterRoleBinding/quanty-store-access-reviewer",
+		"ClusterRole/quanty-store-restore-dry-run", "ClusterRoleBinding/quanty-store-restore-dry-run"} {
 		if objs[k] == nil {
 			t.Fatalf("no %s in:\n%v", k, objs)
 		}
@@ -61,6 +62,19 @@ func TestAPIService(t *testing.T) {
 	binding := objs["ClusterRoleBinding/quanty-store-access-reviewer"].Object["subjects"].([]any)[0].(map[string]any)
 	if binding["kind"] != "User" || binding["name"] != "qk-store" {
 		t.Errorf("reviewer binding subject %v", binding)
+	}
+	// Restores' dry runs impersonate the caller: every part of an identity.
+	if s := objs["ClusterRoleBinding/quanty-store-restore-dry-run"].Object["subjects"].([]any)[0].(map[string]any); s["name"] != "qk-store" {
+		t.Errorf("dry-run binding subject %v", s)
+	}
+	var impersonates []string
+	for _, r := range objs["ClusterRole/quanty-store-restore-dry-run"].Object["rules"].([]any) {
+		for _, res := range r.(map[string]any)["resources"].([]any) {
+			impersonates = append(impersonates, res.(string))
+		}
+	}
+	if fmt.Sprint(impersonates) != "[users groups serviceaccounts uids userextras/*]" {
+		t.Errorf("the store impersonates %v", impersonates)
 	}
 	reader := objs["ClusterRole/quanty-history-reader"].Object["rules"].([]any)[0].(map[string]any)
 	if v := reader["verbs"].([]any); len(v) != 1 || v[0] != "list" {

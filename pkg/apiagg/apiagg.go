@@ -51,6 +51,22 @@ const (
 	requestTimeout = 45 * time.Second
 )
 
+// timeouts bound each connection, so that no client holds one open: the
+// headers and the body (at most MaxRequestBytes) come within seconds; an
+// answer takes at most requestTimeout, and its writing is allowed a
+// margin past it; an idle connection (kube-apiserver keeps them for
+// reuse) closes after a while.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+var defaultTimeouts = timeouts{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      requestTimeout + 15*time.Second,
+	idle:       90 * time.Second,
+}
+
 // Config configures the aggregated API server.
 type Config struct {
 	// Listen is host:port to serve on.
@@ -76,13 +92,20 @@ type Config struct {
 	// see the object: only kube-apiserver's coarse check on this API group
 	// remains.
 	InsecureSkipObjectAuthorization bool
+	// RestoreCheck is how a restore is checked beyond the
+	// SubjectAccessReviews: RestoreCheckDryRun (the default) or
+	// RestoreCheckNone.
+	RestoreCheck string
 	// EtcdPrefix is kube-apiserver's --etcd-prefix (default /registry).
 	EtcdPrefix string
 	// MaxRequestBytes bounds a request (default DefaultMaxRequestBytes).
 	MaxRequestBytes int
 	Logger          *slog.Logger
-	// Reviewer decides access instead of SubjectAccessReviews (tests).
-	Reviewer Reviewer
+	// Reviewer decides access instead of SubjectAccessReviews, and
+	// DryRunner answers restores' dry runs instead of kube-apiserver
+	// (tests).
+	Reviewer  Reviewer
+	DryRunner DryRunner
 }
 
 // Server is the aggregated API on its listener.
@@ -92,13 +115,15 @@ type Server struct {
 	svc     *history.Service
 	keys    *storagekey.Table
 	authz   *authorizer
+	dryRun  DryRunner
+	limits  timeouts
 	http    *http.Server
 	lis     net.Listener
 	handler http.Handler
 }
 
-// New checks cfg and builds the server for the History service svc; Serve
-// starts it.
+// New checks cfg, fills in its defaults and builds the server for the
+// History service svc; Serve starts it.
 func New(cfg Config, svc *history.Service) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -119,13 +144,33 @@ func New(cfg Config, svc *history.Service) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	rev := cfg.Reviewer
-	if rev == nil && !cfg.InsecureSkipObjectAuthorization {
-		if rev, err = newSARReviewer(cfg.Kubeconfig); err != nil {
+	switch cfg.RestoreCheck {
+	case "":
+		cfg.RestoreCheck = RestoreCheckDryRun
+	case RestoreCheckDryRun, RestoreCheckNone:
+	default:
+		return nil, fmt.Errorf("--api-restore-check %q: want %s or %s", cfg.RestoreCheck, RestoreCheckDryRun, RestoreCheckNone)
+	}
+	rev, dry := cfg.Reviewer, cfg.DryRunner
+	needReviewer := rev == nil && !cfg.InsecureSkipObjectAuthorization
+	needDryRunner := dry == nil && cfg.RestoreCheck == RestoreCheckDryRun
+	if needReviewer || needDryRunner {
+		rc, err := restConfig(cfg.Kubeconfig)
+		if err != nil {
 			return nil, err
 		}
+		if needReviewer {
+			if rev, err = newSARReviewer(rc); err != nil {
+				return nil, err
+			}
+		}
+		if needDryRunner {
+			if dry, err = newAPIDryRunner(rc); err != nil {
+				return nil, err
+			}
+		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, svc: svc, keys: storagekey.New(cfg.EtcdPrefix)}
+	s := &Server{cfg: cfg, log: cfg.Logger, svc: svc, keys: storagekey.New(cfg.EtcdPrefix), dryRun: dry, limits: defaultTimeouts}
 	s.authz = &authorizer{reviewer: rev, rawGroups: cfg.RawAccessGroups, keys: s.keys, log: cfg.Logger}
 	s.handler = authn.wrap(s.routes(), s.log)
 	return s, nil
@@ -135,7 +180,8 @@ func New(cfg Config, svc *history.Service) (*Server, error) {
 // themselves.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve binds the listener and serves until Close.
+// Serve binds the listener and starts serving it in the background: it
+// returns once the listener is bound (or could not be). Close stops it.
 func (s *Server) Serve() error {
 	cert, err := tls.LoadX509KeyPair(s.cfg.CertFile, s.cfg.KeyFile)
 	if err != nil {
@@ -165,7 +211,10 @@ func (s *Server) Serve() error {
 	s.http = &http.Server{
 		Handler:           s.handler,
 		TLSConfig:         tc,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.limits.readHeader,
+		ReadTimeout:       s.limits.read,
+		WriteTimeout:      s.limits.write,
+		IdleTimeout:       s.limits.idle,
 		// Past our own limit on q, so that a long one is answered with a
 		// Status (413), not net/http's bare 431.
 		MaxHeaderBytes: 2*s.cfg.MaxRequestBytes + 16<<10,
@@ -177,7 +226,7 @@ func (s *Server) Serve() error {
 		}
 	}()
 	s.log.Info("serving the aggregated API", "listen", "https://"+l.Addr().String(), "group", Group+"/"+Version,
-		"object_authorization", !s.cfg.InsecureSkipObjectAuthorization)
+		"object_authorization", !s.cfg.InsecureSkipObjectAuthorization, "restore_check", s.cfg.RestoreCheck)
 	if s.cfg.InsecureSkipObjectAuthorization {
 		s.log.Warn("object authorization is off: any caller kube-apiserver lets through reads the history of every object, Secrets included")
 	}

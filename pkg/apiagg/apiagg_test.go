@@ -68,13 +68,20 @@ type env struct {
 	url    string
 	proxy  *http.Client // kube-apiserver's front proxy
 	grants *grants
+	dry    *dryRuns
 	audit  *framework.LogBuffer
 	pki    struct{ serving, front, other *framework.CA }
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, grants: &grants{allow: map[string][]string{}}, audit: &framework.LogBuffer{}}
+	return newEnvWith(t, apiagg.Config{})
+}
+
+// newEnvWith is newEnv with cfg's RestoreCheck and RawAccessGroups.
+func newEnvWith(t *testing.T, cfg apiagg.Config) *env {
+	t.Helper()
+	e := &env{t: t, grants: &grants{allow: map[string][]string{}}, dry: &dryRuns{}, audit: &framework.LogBuffer{}}
 	d, err := sqlite.New("sqlite://"+filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,10 +96,9 @@ func newEnv(t *testing.T) *env {
 	cert, key := e.pki.serving.Issue(t, framework.CertSpec{CommonName: "quantykube.kube-system.svc", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	e.pki.front = framework.NewCA(t, "front-proxy-ca")
 	e.pki.other = framework.NewCA(t, "other-ca")
-	srv, err := apiagg.New(apiagg.Config{
-		Listen: "127.0.0.1:0", CertFile: cert, KeyFile: key, ClientCAFile: e.pki.front.CertFile,
-		Reviewer: e.grants, Logger: slog.New(slog.NewTextHandler(e.audit, nil)),
-	}, history.New(e.store))
+	cfg.Listen, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile = "127.0.0.1:0", cert, key, e.pki.front.CertFile
+	cfg.Reviewer, cfg.DryRunner, cfg.Logger = e.grants, e.dry, slog.New(slog.NewTextHandler(e.audit, nil))
+	srv, err := apiagg.New(cfg, history.New(e.store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +351,10 @@ func TestReadsAskForTheObject(t *testing.T) {
 func TestRestoreVerbs(t *testing.T) {
 	e := newEnv(t)
 	key := "/registry/configmaps/ns1/app"
-	created := e.put(key, "v1")
-	e.put(key, "v2")
+	created := e.put(key, configMap("app", "v1"))
+	e.put(key, configMap("app", "v2"))
 	deleted := e.del(key)
+	e.grants.allow["bob"] = []string{"get configmaps app in namespace ns1"}
 	restore := func(user string, rev int64, contentType string) (int, []byte) {
 		body, _ := proto.Marshal(&historypb.Request{Key: []byte(key), Revision: rev})
 		req, _ := http.NewRequest("POST", e.url+base+"/restores", bytes.NewReader(body))
@@ -371,10 +378,10 @@ func TestRestoreVerbs(t *testing.T) {
 	if e.store.Rev() != deleted {
 		t.Fatal("a refused restore wrote")
 	}
-	e.grants.allow["carol"] = []string{"create configmaps in namespace ns1", "update configmaps app in namespace ns1", "delete configmaps app in namespace ns1"}
+	e.grants.allow["carol"] = []string{"get configmaps app in namespace ns1", "create configmaps in namespace ns1", "update configmaps app in namespace ns1", "delete configmaps app in namespace ns1"}
 	code, b := restore("carol", created, "") // no Content-Type, as kubectl create --raw -f sends
 	var rr historypb.RestoreResponse
-	if code != 200 || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != deleted+1 || string(rr.Kv.GetValue()) != "v1" {
+	if code != 200 || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != deleted+1 || string(rr.Kv.GetValue()) != configMap("app", "v1") {
 		t.Fatalf("restore as carol: %d %v", code, &rr)
 	}
 	if code, _ := restore("carol", created+1, "application/octet-stream"); code != 200 {
@@ -389,8 +396,12 @@ func TestRestoreVerbs(t *testing.T) {
 			carol = append(carol, strings.Fields(q)[1])
 		}
 	}
-	if strings.Join(carol, ",") != "create,update,delete" {
-		t.Errorf("carol was asked for %v, want create, update, delete", carol)
+	// get comes first, before the revision is resolved, for each restore.
+	if strings.Join(carol, ",") != "get,create,get,update,get,delete" {
+		t.Errorf("carol was asked for %v, want get and create, get and update, get and delete", carol)
+	}
+	if got := e.dry.methods(); strings.Join(got, ",") != "POST,PUT,DELETE" {
+		t.Errorf("dry runs %v, want a create, an update and a delete", got)
 	}
 	if n := strings.Count(e.audit.String(), "audit: restore"); n != 3 || !strings.Contains(e.audit.String(), "user=carol") {
 		t.Errorf("%d restores audited:\n%s", n, e.audit.String())
@@ -403,9 +414,10 @@ func TestRestoreVerbs(t *testing.T) {
 func TestRestoreIfModRevision(t *testing.T) {
 	e := newEnv(t)
 	key := "/registry/configmaps/ns1/app"
-	first := e.put(key, "v1")
-	second := e.put(key, "v2")
-	e.grants.allow["carol"] = []string{"update configmaps app in namespace ns1"}
+	first := e.put(key, configMap("app", "v1"))
+	second := e.put(key, configMap("app", "v2"))
+	e.grants.allow["carol"] = []string{"get configmaps app in namespace ns1", "update configmaps app in namespace ns1"}
+	e.grants.allow["bob"] = []string{"get configmaps app in namespace ns1"}
 	restore := func(user string, ifMod int64) (int, []byte) {
 		body, err := proto.Marshal(&historypb.Request{Key: []byte(key), Revision: first, IfModRevision: proto.Int64(ifMod)})
 		if err != nil {
@@ -430,7 +442,7 @@ func TestRestoreIfModRevision(t *testing.T) {
 	}
 	code, b = restore("carol", second)
 	var rr historypb.RestoreResponse
-	if code != http.StatusOK || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != second+1 || string(rr.Kv.GetValue()) != "v1" {
+	if code != http.StatusOK || proto.Unmarshal(b, &rr) != nil || rr.NewRevision != second+1 || string(rr.Kv.GetValue()) != configMap("app", "v1") {
 		t.Fatalf("restore over the key as carol saw it: %d %s", code, b)
 	}
 }
@@ -467,8 +479,8 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// Without credentials for SubjectAccessReviews the server refuses to
-// start, unless the operator turns the check off by name.
+// Without credentials for SubjectAccessReviews and dry runs the server
+// refuses to start, unless the operator turns both checks off by name.
 func TestNeedsCredentialsForReviews(t *testing.T) {
 	ca := framework.NewCA(t, "ca")
 	cert, key := ca.Issue(t, framework.CertSpec{CommonName: "s", DNSNames: []string{"s"}})
@@ -479,9 +491,18 @@ func TestNeedsCredentialsForReviews(t *testing.T) {
 		t.Fatalf("no credentials: %v", err)
 	}
 	cfg.InsecureSkipObjectAuthorization = true
-	if _, err := apiagg.New(cfg, nil); err != nil {
-		t.Fatalf("with the check off: %v", err)
+	if _, err := apiagg.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "--api-restore-check=none") {
+		t.Fatalf("no credentials for restores' dry runs: %v", err)
 	}
+	cfg.RestoreCheck = apiagg.RestoreCheckNone
+	if _, err := apiagg.New(cfg, nil); err != nil {
+		t.Fatalf("with both checks off: %v", err)
+	}
+	cfg.RestoreCheck = "maybe"
+	if _, err := apiagg.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "--api-restore-check") {
+		t.Fatalf("an unknown --api-restore-check: %v", err)
+	}
+	cfg.RestoreCheck = ""
 	cfg.Kubeconfig = filepath.Join(t.TempDir(), "missing")
 	cfg.InsecureSkipObjectAuthorization = false
 	if _, err := apiagg.New(cfg, nil); err == nil {

@@ -96,7 +96,11 @@ current-context: x
 `, "SERVER", api.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := newSARReviewer(kc)
+	rc, err := restConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := newSARReviewer(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,9 @@ type decision struct {
 	reason  string
 }
 
-func newSARReviewer(kubeconfig string) (*sarReviewer, error) {
+// restConfig is the store's own credentials for kube-apiserver: the
+// kubeconfig, or the service account of the pod it runs in.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -79,14 +81,22 @@ func newSARReviewer(kubeconfig string) (*sarReviewer, error) {
 	} else {
 		cfg, err = rest.InClusterConfig()
 		if errors.Is(err, rest.ErrNotInCluster) {
-			return nil, errors.New("the aggregated API checks each caller's access to the objects in history with SubjectAccessReviews, " +
-				"and needs credentials for them: --api-kubeconfig, or running in a pod with a service account " +
-				"(--api-insecure-skip-object-authorization turns the check off: then anyone kube-apiserver lets through reads every object's history, Secrets included)")
+			return nil, errors.New("the aggregated API asks kube-apiserver about each caller (SubjectAccessReviews, and dry runs of restores), " +
+				"and needs credentials for it: --api-kubeconfig, or running in a pod with a service account " +
+				"(--api-insecure-skip-object-authorization with --api-restore-check=none turns both off: then anyone kube-apiserver lets through reads every object's history, Secrets included)")
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("credentials for SubjectAccessReviews: %w", err)
+		return nil, fmt.Errorf("credentials for kube-apiserver: %w", err)
 	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "quantykube-aggregated-api"
+	}
+	return cfg, nil
+}
+
+func newSARReviewer(cfg *rest.Config) (*sarReviewer, error) {
 	scheme := runtime.NewScheme()
 	if err := authzv1.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -95,9 +105,6 @@ func newSARReviewer(kubeconfig string) (*sarReviewer, error) {
 	cfg.APIPath = "/apis"
 	cfg.GroupVersion = &authzv1.SchemeGroupVersion
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "quantykube-aggregated-api"
-	}
 	c, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("SubjectAccessReview client: %w", err)
@@ -209,15 +216,23 @@ func (z *authorizer) check(ctx context.Context, a Access) error {
 // raw allows what no Kubernetes object stands behind to the raw-access
 // groups only.
 func (z *authorizer) raw(ctx context.Context, what string, key []byte) error {
-	u := callerOf(ctx)
-	for _, g := range u.GetGroups() {
-		if slices.Contains(z.rawGroups, g) {
-			return nil
-		}
+	if z.inRawGroup(ctx) {
+		return nil
 	}
+	u := callerOf(ctx)
 	reason := fmt.Sprintf("%q holds no Kubernetes object (or the range reaches past one resource): to %s it, be in one of the groups %v (--api-raw-access-groups)", key, what, z.rawGroups)
 	z.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "key", string(key), "reason", reason)
 	return apierrors.NewForbidden(schema.GroupResource{Group: Group, Resource: "keys"}, string(key), errors.New(reason))
+}
+
+// inRawGroup is whether the caller is in a raw-access group.
+func (z *authorizer) inRawGroup(ctx context.Context) bool {
+	for _, g := range callerOf(ctx).GetGroups() {
+		if slices.Contains(z.rawGroups, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // forbidden is kube-apiserver's own wording for a refused request.

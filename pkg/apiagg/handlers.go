@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
@@ -130,32 +128,6 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, call func(context.
 		writeStatus(w, fromGRPC(err))
 		return
 	}
-	writeProto(w, resp)
-}
-
-func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
-	req, err := s.body(w, r)
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	u := callerOf(ctx)
-	resp, err := s.svc.RestoreChecked(ctx, req, func(ctx context.Context, cur, old *mvccpb.KeyValue) error {
-		return s.authz.write(ctx, req.Key, cur != nil, old != nil)
-	})
-	var denied apierrors.APIStatus
-	switch {
-	case errors.As(err, &denied):
-		writeStatus(w, err)
-		return
-	case err != nil:
-		writeStatus(w, fromGRPC(err))
-		return
-	}
-	s.log.Info("audit: restore", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
-		"revision", resp.Revision, "unix_ms", req.UnixMs, "new_revision", resp.NewRevision)
 	writeProto(w, resp)
 }
 

@@ -1,0 +1,201 @@
+package apiagg
+
+// Values as kube-apiserver stores them, decoded only as far as a restore's
+// checks need: the object's apiVersion and kind, its metadata, and a body
+// that kube-apiserver accepts back as a request. Built-in types are stored
+// as Kubernetes protobuf (the "k8s\x00" envelope, the very bytes of a
+// protobuf request), custom resources as JSON, either as CBOR where that
+// storage feature is on, and any of them encrypted at rest ("k8s:enc:"),
+// which only kube-apiserver can read. The store links no API types: the
+// protobuf envelope and ObjectMeta are apimachinery's own, and every
+// top-level Kubernetes type carries its ObjectMeta as field 1.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+)
+
+var (
+	protobufMagic = []byte("k8s\x00")
+	cborMagic     = []byte{0xd9, 0xd9, 0xf7} // self-described CBOR, as kube-apiserver writes it
+	encPrefix     = []byte("k8s:enc:")
+)
+
+const (
+	protobufContentType = "application/vnd.kubernetes.protobuf"
+	jsonContentType     = "application/json"
+	// metadataField is ObjectMeta's field number in every top-level
+	// Kubernetes type's protobuf message.
+	metadataField protowire.Number = 1
+)
+
+// storedObject is a Kubernetes object as kube-apiserver stored it.
+type storedObject struct {
+	APIVersion, Kind string
+	Meta             metav1.ObjectMeta
+	// envelope and fields hold a protobuf value: its envelope, and the
+	// object's top-level fields but metadata, in their order (metaAt is
+	// where metadata stood among them).
+	envelope *runtime.Unknown
+	fields   [][]byte
+	metaAt   int
+	// object holds a JSON (or CBOR) value.
+	object map[string]any
+}
+
+// errNotAnObject says why a value cannot be handed to kube-apiserver as an
+// object.
+type errNotAnObject struct{ why string }
+
+func (e errNotAnObject) Error() string { return e.why }
+
+// decodeObject reads a stored value; an errNotAnObject says why it holds
+// nothing kube-apiserver could take back as a request.
+func decodeObject(b []byte) (*storedObject, error) {
+	switch {
+	case bytes.HasPrefix(b, encPrefix):
+		provider, _, _ := strings.Cut(string(b[len(encPrefix):min(len(b), len(encPrefix)+64)]), ":")
+		return nil, errNotAnObject{fmt.Sprintf("the value is encrypted at rest by kube-apiserver (provider %q), which alone can read it", provider)}
+	case bytes.HasPrefix(b, protobufMagic):
+		return decodeProtobuf(b[len(protobufMagic):])
+	case bytes.HasPrefix(b, cborMagic):
+		var m map[string]any
+		if err := direct.Unmarshal(b, &m); err != nil {
+			return nil, errNotAnObject{"the value is CBOR that does not decode: " + err.Error()}
+		}
+		return fromMap(m)
+	case len(bytes.TrimSpace(b)) > 0 && bytes.TrimSpace(b)[0] == '{':
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, errNotAnObject{"the value is not a JSON object: " + err.Error()}
+		}
+		return fromMap(m)
+	}
+	return nil, errNotAnObject{"the value is not a Kubernetes object in any encoding kube-apiserver stores (protobuf, JSON, CBOR)"}
+}
+
+func decodeProtobuf(b []byte) (*storedObject, error) {
+	env := &runtime.Unknown{}
+	if err := env.Unmarshal(b); err != nil {
+		return nil, errNotAnObject{"the value is not a Kubernetes protobuf envelope: " + err.Error()}
+	}
+	o := &storedObject{APIVersion: env.APIVersion, Kind: env.Kind, envelope: env, metaAt: -1}
+	if o.APIVersion == "" || o.Kind == "" {
+		return nil, errNotAnObject{"the protobuf envelope names no apiVersion and kind"}
+	}
+	raw := env.Raw
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, errNotAnObject{"the object's protobuf is malformed: " + protowire.ParseError(n).Error()}
+		}
+		m := protowire.ConsumeFieldValue(num, typ, raw[n:])
+		if m < 0 {
+			return nil, errNotAnObject{"the object's protobuf is malformed: " + protowire.ParseError(m).Error()}
+		}
+		field := raw[:n+m]
+		raw = raw[n+m:]
+		if num != metadataField || typ != protowire.BytesType || o.metaAt >= 0 {
+			o.fields = append(o.fields, field)
+			continue
+		}
+		v, _ := protowire.ConsumeBytes(field[n:])
+		if err := o.Meta.Unmarshal(v); err != nil {
+			return nil, errNotAnObject{"the object's metadata does not decode: " + err.Error()}
+		}
+		o.metaAt = len(o.fields)
+	}
+	if o.metaAt < 0 {
+		return nil, errNotAnObject{"the object has no metadata"}
+	}
+	return o, nil
+}
+
+func fromMap(m map[string]any) (*storedObject, error) {
+	o := &storedObject{object: m}
+	o.APIVersion, _ = m["apiVersion"].(string)
+	o.Kind, _ = m["kind"].(string)
+	if o.APIVersion == "" || o.Kind == "" {
+		return nil, errNotAnObject{"the value names no apiVersion and kind"}
+	}
+	md, ok := m["metadata"].(map[string]any)
+	if !ok {
+		return nil, errNotAnObject{"the object has no metadata"}
+	}
+	b, err := json.Marshal(md)
+	if err == nil {
+		err = json.Unmarshal(b, &o.Meta)
+	}
+	if err != nil {
+		return nil, errNotAnObject{"the object's metadata does not decode: " + err.Error()}
+	}
+	return o, nil
+}
+
+// asUpdate is the body of an update to this state, over the live object
+// at resourceVersion.
+func (o *storedObject) asUpdate(resourceVersion string) ([]byte, string, error) {
+	return o.body(func(m *metav1.ObjectMeta) { m.ResourceVersion = resourceVersion })
+}
+
+// asCreate is the body of a create of this state: without the identity
+// kube-apiserver assigns (uid, resourceVersion, creationTimestamp).
+func (o *storedObject) asCreate() ([]byte, string, error) {
+	return o.body(func(m *metav1.ObjectMeta) {
+		m.UID, m.ResourceVersion, m.CreationTimestamp = "", "", metav1.Time{}
+	})
+}
+
+// body encodes the object with edit applied to its metadata, in the
+// encoding it was stored in (CBOR goes back as JSON, which every
+// kube-apiserver accepts).
+func (o *storedObject) body(edit func(*metav1.ObjectMeta)) ([]byte, string, error) {
+	meta := *o.Meta.DeepCopy()
+	edit(&meta)
+	if o.envelope == nil {
+		obj := make(map[string]any, len(o.object))
+		for k, v := range o.object {
+			obj[k] = v
+		}
+		b, err := json.Marshal(&meta)
+		var md map[string]any
+		if err == nil {
+			err = json.Unmarshal(b, &md)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("encoding the object's metadata: %w", err)
+		}
+		obj["metadata"] = md
+		b, err = json.Marshal(obj)
+		return b, jsonContentType, err
+	}
+	mb, err := meta.Marshal()
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding the object's metadata: %w", err)
+	}
+	var raw []byte
+	for i := 0; i <= len(o.fields); i++ {
+		if i == o.metaAt {
+			raw = protowire.AppendTag(raw, metadataField, protowire.BytesType)
+			raw = protowire.AppendBytes(raw, mb)
+		}
+		if i < len(o.fields) {
+			raw = append(raw, o.fields[i]...)
+		}
+	}
+	env := *o.envelope
+	env.Raw = raw
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, "", errors.New("encoding the protobuf envelope: " + err.Error())
+	}
+	return append(append([]byte{}, protobufMagic...), b...), protobufContentType, nil
+}

@@ -1,0 +1,205 @@
+package apiagg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quantyroot/quantykube/pkg/storagekey"
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+// How a restore is checked against what kube-apiserver would let the
+// caller write (--api-restore-check; docs/AGGREGATED-API.md, ADR-025).
+const (
+	// RestoreCheckDryRun asks kube-apiserver, as the caller, for a dry run
+	// of the very change before it is written: RBAC (escalate and bind
+	// included), validation, immutable fields and admission all decide.
+	RestoreCheckDryRun = "dry-run"
+	// RestoreCheckNone writes after the SubjectAccessReviews alone, and
+	// leaves the objects whose writes kube-apiserver checks beyond RBAC
+	// verbs (sensitiveResource) to the raw-access groups.
+	RestoreCheckNone = "none"
+)
+
+// sensitiveResource is what a restore may not write without a dry run but
+// for the raw-access groups: RBAC objects (kube-apiserver checks escalate
+// and bind on them, which no SubjectAccessReview of the verb sees),
+// admission configuration, Namespaces and Nodes.
+func sensitiveResource(r storagekey.Resource) bool {
+	switch r.Group {
+	case "rbac.authorization.k8s.io", "admissionregistration.k8s.io":
+		return true
+	case "":
+		return r.Resource == "namespaces" || r.Resource == "nodes"
+	}
+	return false
+}
+
+// serveRestore authorizes before it resolves anything: the key must hold
+// an object the caller may get (or, for a key that holds none, the caller
+// must be in a raw-access group), whatever revision or time is asked, so
+// that a caller without access learns nothing of the store's revisions.
+// Then each attempt of the restore is checked against the key's state as
+// the attempt's conditional write will find it (restoreCheck).
+func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
+	req, err := s.body(w, r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	u := callerOf(ctx)
+	o, isObject := s.keys.Parse(req.Key)
+	if !isObject {
+		err = s.authz.raw(ctx, "restore", req.Key)
+	} else {
+		err = s.authz.check(ctx, Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name})
+	}
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	resp, err := s.svc.RestoreChecked(ctx, req, func(ctx context.Context, cur, old *mvccpb.KeyValue) error {
+		if !isObject {
+			return nil // the raw-access groups may restore any key
+		}
+		return s.restoreCheck(ctx, req, o, cur, old)
+	})
+	var refused apierrors.APIStatus
+	switch {
+	case errors.As(err, &refused):
+		writeStatus(w, err)
+		return
+	case err != nil:
+		writeStatus(w, fromGRPC(err))
+		return
+	}
+	s.log.Info("audit: restore", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
+		"revision", resp.Revision, "unix_ms", req.UnixMs, "new_revision", resp.NewRevision)
+	writeProto(w, resp)
+}
+
+// restoreCheck decides one attempt of a restore of the object o from its
+// state now (cur, nil if absent) to old (nil: absent): the verb of the
+// change as a SubjectAccessReview, then what kube-apiserver would say of
+// the write itself.
+func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o storagekey.Object, cur, old *mvccpb.KeyValue) error {
+	if err := s.authz.write(ctx, req.Key, cur != nil, old != nil); err != nil {
+		return err
+	}
+	if cur == nil && old == nil || cur != nil && old != nil && bytes.Equal(cur.Value, old.Value) {
+		return nil // already as it was: nothing is written
+	}
+	raw := s.authz.inRawGroup(ctx)
+	if old == nil && !raw {
+		if err := deletableByRestore(o, cur); err != nil {
+			return err
+		}
+	}
+	if s.cfg.RestoreCheck == RestoreCheckNone {
+		if sensitiveResource(o.Resource) && !raw {
+			return s.refuse(ctx, o, fmt.Sprintf("restores of %s are checked by a dry run through kube-apiserver, and this store serves with --api-restore-check=none: "+
+				"only the groups %v (--api-raw-access-groups) may restore them", o.Resource, s.cfg.RawAccessGroups))
+		}
+		return nil
+	}
+	write, err := s.dryRunWrite(o, cur, old)
+	var nao errNotAnObject
+	switch {
+	case errors.As(err, &nao) && raw:
+		return nil // no dry run is possible; the raw-access groups may write it
+	case errors.As(err, &nao):
+		return s.refuse(ctx, o, fmt.Sprintf("a restore is checked by a dry run through kube-apiserver, and this one cannot be: %s; "+
+			"only the groups %v (--api-raw-access-groups) may restore it", nao.why, s.cfg.RawAccessGroups))
+	case err != nil:
+		return apierrors.NewInternalError(err)
+	}
+	u := callerOf(ctx)
+	err = s.dryRun.DryRun(ctx, u, write)
+	var st *apierrors.StatusError
+	switch {
+	case errors.As(err, &st):
+		s.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
+			"dry_run", write.String(), "code", st.ErrStatus.Code, "reason", st.ErrStatus.Message)
+		return st
+	case err != nil:
+		s.log.Error("audit: could not check a restore", "user", u.GetName(), "key", string(req.Key), "dry_run", write.String(), "err", err)
+		return unavailable("cannot check the restore with kube-apiserver: " + err.Error())
+	}
+	return nil
+}
+
+// dryRunWrite is the request kube-apiserver would get for the change from
+// cur to old: an update of the live object with the restored content at
+// the live resourceVersion, a create of a deleted object, or a delete with
+// the live object's uid and resourceVersion as preconditions.
+func (s *Server) dryRunWrite(o storagekey.Object, cur, old *mvccpb.KeyValue) (Write, error) {
+	if old == nil {
+		obj, err := decodeObject(cur.Value)
+		if err != nil {
+			return Write{}, err
+		}
+		path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, o.Name)
+		if err != nil {
+			return Write{}, errNotAnObject{err.Error()}
+		}
+		body, err := deleteBody(string(obj.Meta.UID), strconv.FormatInt(cur.ModRevision, 10))
+		return Write{Method: http.MethodDelete, Path: path, Body: body, ContentType: jsonContentType}, err
+	}
+	obj, err := decodeObject(old.Value)
+	if err != nil {
+		return Write{}, err
+	}
+	if cur == nil {
+		path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, "")
+		if err != nil {
+			return Write{}, errNotAnObject{err.Error()}
+		}
+		body, ct, err := obj.asCreate()
+		return Write{Method: http.MethodPost, Path: path, Body: body, ContentType: ct}, err
+	}
+	path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, o.Name)
+	if err != nil {
+		return Write{}, errNotAnObject{err.Error()}
+	}
+	body, ct, err := obj.asUpdate(strconv.FormatInt(cur.ModRevision, 10))
+	return Write{Method: http.MethodPut, Path: path, Body: body, ContentType: ct}, err
+}
+
+// deletableByRestore refuses a restore to absence that would skip what a
+// delete through kube-apiserver runs: a Namespace's deletion (which
+// empties it) and any object's finalizers. Such a key goes at once, and
+// what the finalizers guard is left behind.
+func deletableByRestore(o storagekey.Object, cur *mvccpb.KeyValue) error {
+	gr := schema.GroupResource{Group: o.Group, Resource: o.Resource.Resource}
+	if o.Group == "" && o.Resource.Resource == "namespaces" {
+		return apierrors.NewForbidden(gr, o.Name, errors.New("a restore to absence would remove the Namespace without emptying it: "+
+			"what it holds would wait for the next namespace of that name; delete it through kube-apiserver (kubectl delete namespace)"))
+	}
+	obj, err := decodeObject(cur.Value)
+	if err != nil {
+		return nil // the dry run's check refuses what cannot be decoded
+	}
+	if f := obj.Meta.Finalizers; len(f) > 0 {
+		return apierrors.NewForbidden(gr, o.Name, fmt.Errorf("a restore to absence would remove it without running its finalizers %v: "+
+			"delete it through kube-apiserver (kubectl delete), which runs them", f))
+	}
+	return nil
+}
+
+// refuse is a 403 for a restore that no SubjectAccessReview refused but
+// the store's own rules do.
+func (s *Server) refuse(ctx context.Context, o storagekey.Object, why string) error {
+	u := callerOf(ctx)
+	s.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "object", o.String(), "reason", why)
+	return apierrors.NewForbidden(schema.GroupResource{Group: o.Group, Resource: o.Resource.Resource}, o.Name, errors.New(why))
+}

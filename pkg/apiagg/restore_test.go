@@ -1,0 +1,311 @@
+package apiagg_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/quantyroot/quantykube/pkg/apiagg"
+	"github.com/quantyroot/quantykube/proto/historypb"
+)
+
+// dryRuns is a fake kube-apiserver for restores' dry runs: it records each
+// write and answers with refuse's verdict (nil: accepted).
+type dryRuns struct {
+	mu     sync.Mutex
+	writes []apiagg.Write
+	users  []string
+	refuse func(w apiagg.Write) error
+}
+
+func (d *dryRuns) DryRun(_ context.Context, u user.Info, w apiagg.Write) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writes = append(d.writes, w)
+	d.users = append(d.users, u.GetName())
+	if d.refuse != nil {
+		return d.refuse(w)
+	}
+	return nil
+}
+
+func (d *dryRuns) methods() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var m []string
+	for _, w := range d.writes {
+		m = append(m, w.Method)
+	}
+	return m
+}
+
+func (d *dryRuns) last(t *testing.T) apiagg.Write {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.writes) == 0 {
+		t.Fatal("no dry run was asked for")
+	}
+	return d.writes[len(d.writes)-1]
+}
+
+// configMap is a ConfigMap in ns1 as kube-apiserver stores a custom
+// resource: JSON.
+func configMap(name, v string) string {
+	return fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns1","uid":"uid-%s","creationTimestamp":"2026-01-02T03:04:05Z"},"data":{"v":%q}}`, name, name, v)
+}
+
+// stored is obj as kube-apiserver stores a built-in type: Kubernetes
+// protobuf.
+func stored(t *testing.T, obj runtime.Object) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func decodeBody(t *testing.T, w apiagg.Write) runtime.Object {
+	t.Helper()
+	if w.ContentType != "application/vnd.kubernetes.protobuf" {
+		t.Fatalf("%s: Content-Type %q, want Kubernetes protobuf (as stored)", w, w.ContentType)
+	}
+	obj, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(w.Body, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: the body does not decode: %v", w, err)
+	}
+	return obj
+}
+
+func (e *env) restore(user string, r *historypb.Request, groups ...string) (int, []byte) {
+	e.t.Helper()
+	body, err := proto.Marshal(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	code, b, _ := e.as(e.proxy, "POST", base+"/restores", body, user, groups...)
+	return code, b
+}
+
+// A caller without access is refused before the revision or time is
+// resolved: 403, not 410 (which would tell the store's floors) or 400.
+func TestRestoreAuthorizesFirst(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/secrets/ns1/s"
+	e.put(key, "x")
+	for _, r := range []*historypb.Request{
+		{Key: []byte(key), Revision: 1 << 40},
+		{Key: []byte(key), UnixMs: 1},
+		{Key: []byte(key), Revision: 1, UnixMs: 1},
+		{Key: []byte("/registry/ranges/serviceips"), Revision: 1 << 40},
+	} {
+		code, b := e.restore("mallory", r)
+		if code != http.StatusForbidden || bytes.Contains(b, []byte("revision")) {
+			t.Errorf("restore %q at %d/%d by a caller without access: %d %s, want 403 naming no revision", r.Key, r.Revision, r.UnixMs, code, b)
+		}
+	}
+	if q := e.grants.questions(); len(q) != 3 || !strings.HasPrefix(q[0], "mallory: get secrets s") {
+		t.Errorf("asked %q, want get on the Secret for each object key", q)
+	}
+}
+
+// A restore needs get on the object: a caller who may update a Secret but
+// not read it gets no value, even where nothing would be written.
+func TestRestoreNeedsGet(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/secrets/ns1/s"
+	secret := func(v string) string {
+		return stored(t, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns1", UID: "u1"}, Data: map[string][]byte{"password": []byte(v)}})
+	}
+	first := e.put(key, secret("hunter2"))
+	deleted := e.del(key)
+	e.grants.allow["upd"] = []string{"update secrets s in namespace ns1", "create secrets in namespace ns1"}
+	for _, rev := range []int64{first, deleted} {
+		code, b := e.restore("upd", &historypb.Request{Key: []byte(key), Revision: rev})
+		if code != http.StatusForbidden || bytes.Contains(b, []byte("hunter2")) || !strings.Contains(status(t, b).Message, `cannot get resource "secrets"`) {
+			t.Errorf("restore to %d without get: %d %s", rev, code, b)
+		}
+	}
+	if e.store.Rev() != deleted {
+		t.Fatal("a refused restore wrote")
+	}
+}
+
+// The dry run is the very change: an update at the live resourceVersion
+// with the restored content, a create without the identity kube-apiserver
+// assigns, a delete with the live uid and resourceVersion as
+// preconditions; kube-apiserver's refusal is the caller's answer, and
+// nothing is written.
+func TestRestoreDryRun(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/configmaps/ns1/app"
+	cm := func(v string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns1", UID: "u1", Labels: map[string]string{"l": v},
+				CreationTimestamp: metav1.Date(2026, 1, 2, 3, 4, 5, 0, metav1.Now().Location())},
+			Data: map[string]string{"v": v}}
+	}
+	first := e.put(key, stored(t, cm("one")))
+	second := e.put(key, stored(t, cm("two")))
+	e.grants.allow["carol"] = []string{"get configmaps app in namespace ns1", "update configmaps app in namespace ns1",
+		"create configmaps in namespace ns1", "delete configmaps app in namespace ns1"}
+
+	// Refused: kube-apiserver's own Status comes back as it is.
+	e.dry.refuse = func(w apiagg.Write) error {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "app", nil)
+	}
+	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
+	if st := status(t, b); code != http.StatusUnprocessableEntity || st.Reason != metav1.StatusReasonInvalid || st.Details.Name != "app" {
+		t.Fatalf("a refused dry run: %d %s, want kube-apiserver's 422", code, b)
+	}
+	if e.store.Rev() != second {
+		t.Fatal("a restore whose dry run was refused wrote")
+	}
+	if !strings.Contains(e.audit.String(), "dry_run=\"PUT /api/v1/namespaces/ns1/configmaps/app\"") {
+		t.Errorf("the refusal is not audited with its dry run:\n%s", e.audit.String())
+	}
+	e.dry.refuse = nil
+
+	// Update: the old content at the live resourceVersion.
+	code, b = e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
+	if code != http.StatusOK {
+		t.Fatalf("update: %d %s", code, b)
+	}
+	w := e.dry.last(t)
+	got := decodeBody(t, w).(*corev1.ConfigMap)
+	if w.Method != "PUT" || w.Path != "/api/v1/namespaces/ns1/configmaps/app" || got.ResourceVersion != fmt.Sprint(second) ||
+		got.Data["v"] != "one" || got.Labels["l"] != "one" || got.UID != "u1" {
+		t.Errorf("update's dry run: %s %+v", w, got.ObjectMeta)
+	}
+
+	// Delete: preconditions on the live object.
+	restored := e.store.Rev()
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: 1}); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	w = e.dry.last(t)
+	var opts metav1.DeleteOptions
+	if err := json.Unmarshal(w.Body, &opts); err != nil || w.Method != "DELETE" || w.Path != "/api/v1/namespaces/ns1/configmaps/app" ||
+		opts.Preconditions == nil || *opts.Preconditions.ResourceVersion != fmt.Sprint(restored) || *opts.Preconditions.UID != "u1" {
+		t.Errorf("delete's dry run: %s %s (%v)", w, w.Body, err)
+	}
+
+	// Create: no uid, resourceVersion or creationTimestamp; the write keeps the uid.
+	code, b = e.restore("carol", &historypb.Request{Key: []byte(key), Revision: second})
+	if code != http.StatusOK {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	w = e.dry.last(t)
+	got = decodeBody(t, w).(*corev1.ConfigMap)
+	if w.Method != "POST" || w.Path != "/api/v1/namespaces/ns1/configmaps" || got.UID != "" || got.ResourceVersion != "" ||
+		!got.CreationTimestamp.IsZero() || got.Name != "app" || got.Data["v"] != "two" {
+		t.Errorf("create's dry run: %s %+v", w, got.ObjectMeta)
+	}
+	var rr historypb.RestoreResponse
+	if err := proto.Unmarshal(b, &rr); err != nil || !bytes.Contains(rr.Kv.GetValue(), []byte("u1")) {
+		t.Errorf("the restored object lost its uid: %v", err)
+	}
+	if u := e.dry.users; len(u) != 4 || u[3] != "carol" {
+		t.Errorf("dry runs as %v, want carol's", u)
+	}
+}
+
+// A restore to absence of a Namespace, or of an object with finalizers,
+// would skip what kube-apiserver's delete runs: refused but for the
+// raw-access groups.
+func TestRestoreToAbsenceRefused(t *testing.T) {
+	e := newEnv(t)
+	ns := "/registry/namespaces/team"
+	e.put(ns, stored(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}))
+	cm := "/registry/configmaps/ns1/held"
+	e.put(cm, stored(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "ns1", Finalizers: []string{"example.com/keep"}}}))
+	e.grants.allow["del"] = []string{"get namespaces team", "delete namespaces team", "get configmaps held in namespace ns1", "delete configmaps held in namespace ns1"}
+	e.grants.allow["root"] = e.grants.allow["del"]
+	rev := e.store.Rev()
+	for key, want := range map[string]string{ns: "kubectl delete namespace", cm: "example.com/keep"} {
+		code, b := e.restore("del", &historypb.Request{Key: []byte(key), Revision: 1})
+		if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, want) {
+			t.Errorf("restore of %s to absence: %d %s, want 403 naming %q", key, code, b, want)
+		}
+	}
+	if e.store.Rev() != rev || len(e.dry.methods()) != 0 {
+		t.Fatal("a refused restore to absence wrote or asked for a dry run")
+	}
+	for _, key := range []string{ns, cm} {
+		if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: 1}, "system:masters"); code != http.StatusOK {
+			t.Errorf("a raw-access group's restore of %s to absence: %d %s", key, code, b)
+		}
+	}
+}
+
+// A value that cannot be handed to kube-apiserver (encrypted at rest, or
+// no object) cannot be dry-run: only the raw-access groups restore it.
+func TestRestoreWithoutDryRun(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/secrets/ns1/sealed"
+	first := e.put(key, "k8s:enc:aescbc:v1:key1:\x00\x01secret")
+	e.put(key, "k8s:enc:aescbc:v1:key1:\x00\x02secret")
+	e.grants.allow["carol"] = []string{"get secrets sealed in namespace ns1", "update secrets sealed in namespace ns1"}
+	e.grants.allow["root"] = e.grants.allow["carol"]
+	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
+	if msg := status(t, b).Message; code != http.StatusForbidden || !strings.Contains(msg, "encrypted at rest") || !strings.Contains(msg, "--api-raw-access-groups") {
+		t.Fatalf("an encrypted value: %d %s", code, b)
+	}
+	if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: first}, "system:masters"); code != http.StatusOK {
+		t.Fatalf("a raw-access group's restore of an encrypted value: %d %s", code, b)
+	}
+	if n := len(e.dry.methods()); n != 0 {
+		t.Errorf("%d dry runs of a value kube-apiserver cannot take", n)
+	}
+}
+
+// With --api-restore-check=none, restores of RBAC objects, admission
+// configuration, Namespaces and Nodes are for the raw-access groups only;
+// other objects are written after the reviews, with no dry run.
+func TestRestoreCheckNone(t *testing.T) {
+	e := newEnvWith(t, apiagg.Config{RestoreCheck: apiagg.RestoreCheckNone})
+	rb := "/registry/rolebindings/ns1/admins"
+	binding := func(role string) string {
+		return stored(t, &rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: "admins", Namespace: "ns1"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role}})
+	}
+	first := e.put(rb, binding("cluster-admin"))
+	e.put(rb, binding("view"))
+	cm := "/registry/configmaps/ns1/app"
+	cmFirst := e.put(cm, configMap("app", "v1"))
+	e.put(cm, configMap("app", "v2"))
+	e.grants.allow["adm"] = []string{"get rolebindings.rbac.authorization.k8s.io admins in namespace ns1", "update rolebindings.rbac.authorization.k8s.io admins in namespace ns1",
+		"get configmaps app in namespace ns1", "update configmaps app in namespace ns1"}
+	code, b := e.restore("adm", &historypb.Request{Key: []byte(rb), Revision: first})
+	if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, "--api-restore-check=none") {
+		t.Fatalf("a RoleBinding's restore without a dry run: %d %s", code, b)
+	}
+	if code, b := e.restore("adm", &historypb.Request{Key: []byte(cm), Revision: cmFirst}); code != http.StatusOK {
+		t.Fatalf("a ConfigMap's restore: %d %s", code, b)
+	}
+	if code, b := e.restore("adm", &historypb.Request{Key: []byte(rb), Revision: first}, "system:masters"); code != http.StatusOK {
+		t.Fatalf("a raw-access group's restore of a RoleBinding: %d %s", code, b)
+	}
+	if n := len(e.dry.methods()); n != 0 {
+		t.Errorf("%d dry runs with --api-restore-check=none", n)
+	}
+}
