@@ -203,11 +203,11 @@ type User struct {
 	server     string
 }
 
-// NewUser makes a user of the cluster CA (no groups but
+// NewUser makes a user of the cluster CA in groups (and
 // system:authenticated, which kube-apiserver adds).
-func (c *Cluster) NewUser(t *testing.T, name string) *User {
+func (c *Cluster) NewUser(t *testing.T, name string, groups ...string) *User {
 	t.Helper()
-	cert, key, err := c.PKI.IssueClient("user-"+name, name)
+	cert, key, err := c.PKI.IssueClient("user-"+name, name, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ var apiChecks = []Check{
 	{"api-discovery", checkAPIDiscovery},
 	{"api-read-access", checkAPIReadAccess},
 	{"api-restore-access", checkAPIRestoreAccess},
+	{"api-restore-guard", checkAPIRestoreGuard},
 	{"api-errors", checkAPIErrors},
 	{"api-front-proxy-only", checkAPIFrontProxyOnly},
 	{"api-storage-layout", checkStorageLayout},
