@@ -373,7 +373,8 @@ func TestCheckpointIntervalFollowsTheBatch(t *testing.T) {
 // starts over: under a steady stream of writes its file stays near the
 // writer's checkpoint threshold (1,000 pages) instead of growing with
 // every page written, as it did when only background checkpoints copied
-// it (docs/BENCHMARKS.md, "Tried and not kept").
+// it (docs/benchmarks/first-figures-and-live-index.md, "Tried and not
+// kept").
 func TestCommitsKeepTheWALSmall(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.db")
 	d, err := sqlite.New("sqlite://"+path, sqlite.Options{})

@@ -87,7 +87,8 @@ func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
 // slab. database/sql would otherwise copy each []byte the driver already
 // copied (bytes.Clone per column) and grow the slice as it goes, and a
 // profile of a 500-key list showed both, with the garbage collection they
-// cause, as a large share of its CPU (docs/BENCHMARKS.md).
+// cause, as a large share of its CPU
+// (docs/benchmarks/first-figures-and-live-index.md).
 func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool, sizeHint int64) ([]*mvccpb.KeyValue, error) {
 	past := at < rev
 	args := s.rangeArgs(kr, at, past)

@@ -6,7 +6,8 @@
 // same run; each figure is the better of -rounds rounds (correctness counts
 // are the worse). Each round runs every target once, in the order given in
 // odd rounds and reversed in even ones (roundOrder). `make bench` (scripts/bench.sh) builds the peers and runs
-// this; docs/BENCHMARKS.md explains the table.
+// this; docs/BENCHMARKS.md explains the table, docs/benchmarks/harness.md
+// every workload in full.
 package main
 
 import (

@@ -80,7 +80,7 @@ func (d *Dialect) dsn(extra ...string) string {
 // held them all, it took 3x as long after a commit as with SQLite's
 // default, and this cache takes a fifth to a third off that. Only at
 // rest, in a store nothing writes to, was a bigger cache faster
-// (docs/BENCHMARKS.md, "Issue 14, ninth round").
+// (docs/benchmarks/history-reads.md, "Issue 14, ninth round").
 const readerCacheKiB = 500
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
