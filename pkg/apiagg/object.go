@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 var (
@@ -140,10 +141,10 @@ func fromMap(m map[string]any) (*storedObject, error) {
 	return o, nil
 }
 
-// asUpdate is the body of an update to this state, over the live object
-// at resourceVersion.
-func (o *storedObject) asUpdate(resourceVersion string) ([]byte, string, error) {
-	return o.body(func(m *metav1.ObjectMeta) { m.ResourceVersion = resourceVersion })
+// asUpdate is the body of an update of the live object (uid, at
+// resourceVersion) to this state's content.
+func (o *storedObject) asUpdate(uid types.UID, resourceVersion string) ([]byte, string, error) {
+	return o.body(func(m *metav1.ObjectMeta) { m.UID, m.ResourceVersion = uid, resourceVersion })
 }
 
 // asCreate is the body of a create of this state: without the identity

@@ -139,8 +139,8 @@ func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o sto
 }
 
 // dryRunWrite is the request kube-apiserver would get for the change from
-// cur to old: an update of the live object with the restored content at
-// the live resourceVersion, a create of a deleted object, or a delete with
+// cur to old: an update of the live object (its uid, at its
+// resourceVersion) to the restored content, a create of a deleted object, or a delete with
 // the live object's uid and resourceVersion as preconditions.
 func (s *Server) dryRunWrite(o storagekey.Object, cur, old *mvccpb.KeyValue) (Write, error) {
 	if old == nil {
@@ -167,11 +167,18 @@ func (s *Server) dryRunWrite(o storagekey.Object, cur, old *mvccpb.KeyValue) (Wr
 		body, ct, err := obj.asCreate()
 		return Write{Method: http.MethodPost, Path: path, Body: body, ContentType: ct}, err
 	}
+	live, err := decodeObject(cur.Value)
+	if err != nil {
+		return Write{}, err
+	}
 	path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, o.Name)
 	if err != nil {
 		return Write{}, errNotAnObject{err.Error()}
 	}
-	body, ct, err := obj.asUpdate(strconv.FormatInt(cur.ModRevision, 10))
+	// kube-apiserver judges the content against the live object, whose
+	// identity the dry run keeps; the write brings back the restored
+	// state's own uid, where it was another object's (ADR-006).
+	body, ct, err := obj.asUpdate(live.Meta.UID, strconv.FormatInt(cur.ModRevision, 10))
 	return Write{Method: http.MethodPut, Path: path, Body: body, ContentType: ct}, err
 }
 

@@ -226,6 +226,23 @@ func TestRestoreDryRun(t *testing.T) {
 	if u := e.dry.users; len(u) != 4 || u[3] != "carol" {
 		t.Errorf("dry runs as %v, want carol's", u)
 	}
+
+	// Over another object of that name, kube-apiserver judges the content
+	// against the live object's identity; the write brings back the
+	// restored state's uid.
+	other := cm("three")
+	other.UID = "u2"
+	e.put(key, stored(t, other))
+	code, b = e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
+	if code != http.StatusOK || proto.Unmarshal(b, &rr) != nil {
+		t.Fatalf("update over another object: %d %s", code, b)
+	}
+	if got := decodeBody(t, e.dry.last(t)).(*corev1.ConfigMap); got.UID != "u2" || got.Data["v"] != "one" {
+		t.Errorf("update's dry run over another object: uid %s data %v, want the live uid u2 and the restored data", got.UID, got.Data)
+	}
+	if !bytes.Contains(rr.Kv.GetValue(), []byte("u1")) {
+		t.Error("the restore did not bring back the restored state's uid")
+	}
 }
 
 // A restore to absence of a Namespace, or of an object with finalizers,

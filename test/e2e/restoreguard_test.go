@@ -109,8 +109,8 @@ func guardBind(t *testing.T, c *Cluster, ns string, ada, root *User) {
 }
 
 // A restore over a RoleBinding whose roleRef has changed since (deleted
-// and made again) is an update of an immutable field: 422, even for a
-// cluster admin.
+// and made again) changes an immutable field of the live binding: 422,
+// even for a cluster admin.
 func guardRoleRef(t *testing.T, c *Cluster, ns string, root *User) {
 	ctx := c.Ctx(t)
 	rbs := c.Kube.RbacV1().RoleBindings(ns)
@@ -167,7 +167,7 @@ func guardPodSecurity(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	code, _, body := ed.Restore(t, &historypb.Request{Key: []byte("/registry/pods/" + ns + "/priv"), Revision: rv(t, pod)})
-	refused(t, "an edit user re-creating a privileged Pod", code, body, http.StatusForbidden, `violates PodSecurity "restricted`)
+	refused(t, "an edit user re-creating a privileged Pod", code, body, http.StatusForbidden, "violates PodSecurity")
 	if _, err := pods.Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused restore re-created the Pod: %v", err)
 	}
