@@ -102,7 +102,9 @@ func guardBind(t *testing.T, c *Cluster, ns string, ada, root *User) {
 	if code, _, body := root.Restore(t, req); code != http.StatusOK {
 		t.Fatalf("a cluster admin's restore of the binding: %d %s", code, body)
 	}
-	back, err := waitFor(ctx, func(ctx context.Context) (*rbacv1.RoleBinding, error) { return rbs.Get(ctx, rb.Name, metav1.GetOptions{}) })
+	back, err := waitFor(ctx, func(ctx context.Context) (*rbacv1.RoleBinding, error) {
+		return rbs.Get(ctx, rb.Name, metav1.GetOptions{})
+	})
 	if err != nil || back.UID != rb.UID {
 		t.Errorf("restored binding: %v, uid %s want %s", err, back.GetUID(), rb.UID)
 	}
