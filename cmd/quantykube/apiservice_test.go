@@ -73,7 +73,7 @@ func TestAPIService(t *testing.T) {
 			impersonates = append(impersonates, res.(string))
 		}
 	}
-	if fmt.Sprint(impersonates) != "[users groups serviceaccounts uids userextras/*]" {
+	if fmt.Sprint(impersonates) != "[users groups serviceaccounts *]" {
 		t.Errorf("the store impersonates %v", impersonates)
 	}
 	reader := objs["ClusterRole/quanty-history-reader"].Object["rules"].([]any)[0].(map[string]any)

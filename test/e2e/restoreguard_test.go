@@ -139,8 +139,9 @@ func guardRoleRef(t *testing.T, c *Cluster, ns string, root *User) {
 	}
 }
 
-// An edit user re-creating a privileged Pod in a namespace that now
-// enforces the restricted Pod Security level gets Pod Security's refusal.
+// An edit user re-creating a Pod that Pod Security's privileged level
+// allowed, in a namespace that now enforces the restricted level, gets
+// Pod Security's refusal.
 func guardPodSecurity(t *testing.T, c *Cluster) {
 	ctx := c.Ctx(t)
 	ns := c.Namespace(t)
@@ -153,10 +154,12 @@ func guardPodSecurity(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	pods := c.Kube.CoreV1().Pods(ns)
-	pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "priv"}, Spec: corev1.PodSpec{
-		AutomountServiceAccountToken: ptr.To(false),
-		Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}, metav1.CreateOptions{})
+	// On the host's network: Pod Security's baseline and restricted levels
+	// refuse it (kube-apiserver refuses privileged containers outright
+	// without --allow-privileged).
+	pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host-net"}, Spec: corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false), HostNetwork: true,
+		Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +171,8 @@ func guardPodSecurity(t *testing.T, c *Cluster) {
 	if _, err := c.Kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, body := ed.Restore(t, &historypb.Request{Key: []byte("/registry/pods/" + ns + "/priv"), Revision: rv(t, pod)})
-	refused(t, "an edit user re-creating a privileged Pod", code, body, http.StatusForbidden, "violates PodSecurity")
+	code, _, body := ed.Restore(t, &historypb.Request{Key: []byte("/registry/pods/" + ns + "/host-net"), Revision: rv(t, pod)})
+	refused(t, "an edit user re-creating a Pod on the host's network", code, body, http.StatusForbidden, "violates PodSecurity")
 	if _, err := pods.Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused restore re-created the Pod: %v", err)
 	}
