@@ -98,10 +98,11 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 	}
 	var at, mod, create, version, lease, deleted sql.NullInt64
 	kv := &mvccpb.KeyValue{Key: key}
+	sl := s.newSlab()
 	err = s.readRow(ctx, `SELECT t.rev, l.rev, l.value, l.create_rev, l.version, l.lease, l.deleted
 		FROM (SELECT (SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1) AS rev) t
 		LEFT JOIN log l ON l.id = (SELECT x.id FROM log x WHERE x.key = ? AND x.rev <= t.rev ORDER BY x.rev DESC LIMIT 1)`, unixMs, key).
-		Scan(&at, &mod, &kv.Value, &create, &version, &lease, &deleted)
+		Scan(&at, &mod, kept{&sl, &kv.Value}, &create, &version, &lease, &deleted)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -151,8 +152,9 @@ func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyVa
 func (s *Store) keyAsOf(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	kv := &mvccpb.KeyValue{Key: key}
 	var deleted int64
+	sl := s.newSlab()
 	err := s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`, key, rev).
-		Scan(&kv.ModRevision, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
+		Scan(&kv.ModRevision, kept{&sl, &kv.Value}, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
 	if err == nil && deleted != 0 {
 		return nil, nil // deleted then
 	}

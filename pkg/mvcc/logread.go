@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -38,7 +39,8 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	if err != nil {
 		return nil, 0, err
 	}
-	evs, _, full, err := scanEvents(rows, s.opts.LogReadBytes)
+	sl := s.newSlab()
+	evs, _, full, err := scanEvents(rows, &sl, s.opts.LogReadBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -94,7 +96,8 @@ func (s *Store) logEvents(ctx context.Context, where string, args []any, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	evs, subs, _, err := scanEvents(rows, 0)
+	sl := s.newSlab()
+	evs, subs, _, err := scanEvents(rows, &sl, 0)
 	return evs, subs, err
 }
 
@@ -118,8 +121,8 @@ func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []
 	defer rows.Close()
 	var evs []*Event
 	var subs []int64
-	var sl slab
-	var value sql.RawBytes
+	sl := s.newSlab()
+	var value blob
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{Key: key}
 		var sub, deleted, unixMs int64
@@ -145,50 +148,107 @@ func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []
 	return evs, subs, nil
 }
 
-// slab copies values out of the driver's buffers (sql.RawBytes, valid
-// only until the next row) into shared chunks: one allocation per chunk
-// rather than one per value, and no second copy by database/sql.
-type slab struct{ buf []byte }
+// slab keeps the values a read returns. What database/sql hands over for
+// a column (sql.RawBytes, a Scanner's argument) is the driver's memory,
+// valid only until the next row, so a value is copied before it is kept:
+// into shared chunks, one allocation per chunk rather than one per value,
+// and no second copy by database/sql. A dialect whose driver gives every
+// row's values slices of their own (OwnedBlobs) has them kept as they
+// are: the driver has allocated each value once already, and a copy would
+// make reading a value cost twice its size.
+type slab struct {
+	buf []byte
+	own bool // the driver's slices are the reader's (OwnedBlobs)
+}
 
 const (
 	slabMinChunk = 4 << 10
 	slabMaxChunk = 1 << 20
 )
 
-// copy returns b's bytes in the slab, never nil: a value read back is
-// empty, not absent.
-func (s *slab) copy(b sql.RawBytes) []byte {
-	if len(b) == 0 {
+// newSlab is a slab for one read from s's database.
+func (s *Store) newSlab() slab {
+	_, own := s.d.(OwnedBlobs)
+	return slab{own: own}
+}
+
+// keep returns b's bytes to keep, never nil: a value read back is empty,
+// not absent. Capped, so that an append to one value cannot write over
+// the next.
+func (s *slab) keep(b blob) []byte {
+	n := len(b.b)
+	if n == 0 {
 		return []byte{}
 	}
-	if len(b) > cap(s.buf)-len(s.buf) {
-		// Chunks double, so a small answer does not hold a big one.
-		s.buf = make([]byte, 0, max(len(b), min(2*cap(s.buf), slabMaxChunk), slabMinChunk))
+	if s.own || b.mine {
+		return b.b[:n:n]
 	}
-	n := len(s.buf)
-	s.buf = append(s.buf, b...)
-	// Capped, so that an append to one value cannot write over the next.
-	return s.buf[n:len(s.buf):len(s.buf)]
+	if n > cap(s.buf)-len(s.buf) {
+		// Chunks double, so a small answer does not hold a big one.
+		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), slabMaxChunk), slabMinChunk))
+	}
+	at := len(s.buf)
+	s.buf = append(s.buf, b.b...)
+	return s.buf[at:len(s.buf):len(s.buf)]
+}
+
+// blob is a scan destination for a BLOB (bytea) column: what the driver
+// returned, not copied. Unlike sql.RawBytes it knows a string the driver
+// returned (a value stored as TEXT), which it converts to bytes of its
+// own, where database/sql would copy it into a buffer it reuses.
+type blob struct {
+	b    []byte
+	mine bool // converted here: not the driver's memory
+}
+
+func (v *blob) Scan(src any) error {
+	switch x := src.(type) {
+	case nil:
+		*v = blob{}
+	case []byte:
+		*v = blob{b: x}
+	case string:
+		*v = blob{b: []byte(x), mine: true}
+	default:
+		return fmt.Errorf("mvcc: a key or value read as %T", src)
+	}
+	return nil
+}
+
+// kept is a scan destination that keeps a BLOB column's value in sl as it
+// is scanned (nil for NULL), for sql.Row, which may release the driver's
+// memory before its Scan returns.
+type kept struct {
+	sl  *slab
+	dst *[]byte
+}
+
+func (k kept) Scan(src any) error {
+	var b blob
+	if err := b.Scan(src); err != nil || src == nil {
+		return err
+	}
+	*k.dst = k.sl.keep(b)
+	return nil
 }
 
 // logEvent is the change of a log row read into kv, but for its value.
-func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl *slab) *Event {
+func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value blob, sl *slab) *Event {
 	if deleted != 0 {
 		// A delete's kv has its key and revision only.
 		kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
 		return &Event{Type: mvccpb.DELETE, Kv: kv, UnixMs: unixMs}
 	}
-	kv.Value = sl.copy(value)
+	kv.Value = sl.keep(value)
 	return &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
 }
 
-// scanEvents reads logEventsSQL's rows: all of them (full), or, with
-// maxBytes > 0, those of the revisions before the first that begins once
-// the events read take maxBytes or more (Event.Size).
-func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
+// scanEvents reads logEventsSQL's rows into sl: all of them (full), or,
+// with maxBytes > 0, those of the revisions before the first that begins
+// once the events read take maxBytes or more (Event.Size).
+func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
 	defer rows.Close()
-	var sl slab
-	var key, value, pValue sql.RawBytes
+	var key, value, pValue blob
 	size := 0
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
@@ -201,10 +261,10 @@ func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full 
 		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != evs[len(evs)-1].Rev() {
 			return evs, subs, false, nil
 		}
-		kv.Key = sl.copy(key)
-		e := logEvent(kv, deleted, unixMs, value, &sl)
+		kv.Key = sl.keep(key)
+		e := logEvent(kv, deleted, unixMs, value, sl)
 		if pRev.Valid && pDeleted.Int64 == 0 {
-			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
+			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.keep(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
 		evs = append(evs, e)
 		subs = append(subs, sub)
