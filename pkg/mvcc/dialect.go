@@ -64,6 +64,15 @@ type OwnedBlobs interface {
 	OwnedBlobs()
 }
 
+// LazyRows is implemented by dialects whose database makes each row of a
+// query only when the reader asks for it (SQLite, in the process): a read
+// that stops early stops the database as well. Other databases
+// (PostgreSQL) make and send every row a query's LIMIT allows, and the
+// driver reads and discards those the reader does not take.
+type LazyRows interface {
+	LazyRows()
+}
+
 // Shared is implemented by dialects whose database several QuantyKube
 // processes (replicas) may write at once, such as PostgreSQL. The engine
 // then trusts the database, not its memory, between batches (ADR-007):

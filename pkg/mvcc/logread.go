@@ -10,7 +10,7 @@ import (
 
 // Reading changes back from the log table: watch catch-up (Events, when
 // the Hub's ring no longer holds them), the tailer (tail.go) and History's
-// Log (history.go). Each change comes with its prev_kv, the key's row
+// Log (logpage.go). Each change comes with its prev_kv, the key's row
 // just before it unless that was a delete.
 
 // eventsFromLog reads the events of [from, to] on kr back from the log,
@@ -40,7 +40,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 		return nil, 0, err
 	}
 	sl := s.newSlab()
-	evs, _, full, err := scanEvents(rows, &sl, s.opts.LogReadBytes)
+	evs, full, err := scanEvents(rows, &sl, s.opts.LogReadBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -86,66 +86,6 @@ func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string,
 		args = append(args, limit)
 	}
 	return q, args
-}
-
-// logEvents runs logEventsSQL on the reader pool; it also returns each
-// row's sub.
-func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q, args := s.logEventsSQL("log AS l", where, args, limit)
-	rows, err := s.readRows(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	sl := s.newSlab()
-	evs, subs, _, err := scanEvents(rows, &sl, 0)
-	return evs, subs, err
-}
-
-// keyEvents is logEvents for one key, whose log is a chain: each change's
-// prev_kv is the change before it, so only the first one's is looked up,
-// instead of a subquery per row that reads every value twice. Every entry
-// shares key, and each prev_kv is the previous entry's kv itself: the same
-// bytes, not a copy.
-func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
-	// A revision changes a key at most once (etcd refuses a transaction
-	// that puts a key twice or puts and deletes it; overlapping deletes
-	// remove it once), so rev alone orders one key's rows, in the (key, rev)
-	// index's order: ordering by (rev, sub) made SQLite copy every row,
-	// value and all, into a sorter first.
-	q := `SELECT l.rev, l.sub, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l WHERE ` + where + ` ORDER BY l.rev LIMIT ?`
-	rows, err := s.readRows(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var evs []*Event
-	var subs []int64
-	sl := s.newSlab()
-	var value blob
-	for rows.Next() {
-		kv := &mvccpb.KeyValue{Key: key}
-		var sub, deleted, unixMs int64
-		if err := rows.Scan(&kv.ModRevision, &sub, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs); err != nil {
-			return nil, nil, err
-		}
-		e := logEvent(kv, deleted, unixMs, value, &sl)
-		evs = append(evs, e)
-		subs = append(subs, sub)
-	}
-	if err := rows.Err(); err != nil || len(evs) == 0 {
-		return evs, subs, err
-	}
-	rows.Close() // before the next query: its connection goes back to the pool
-	if evs[0].PrevKv, err = s.keyAsOf(ctx, key, evs[0].Rev()-1); err != nil {
-		return nil, nil, err
-	}
-	for i := 1; i < len(evs); i++ {
-		if p := evs[i-1]; p.Type == mvccpb.PUT {
-			evs[i].PrevKv = p.Kv
-		}
-	}
-	return evs, subs, nil
 }
 
 // slab keeps the values a read returns. What database/sql hands over for
@@ -246,7 +186,7 @@ func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value blob, sl *slab) 
 // scanEvents reads logEventsSQL's rows into sl: all of them (full), or,
 // with maxBytes > 0, those of the revisions before the first that begins
 // once the events read take maxBytes or more (Event.Size).
-func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
+func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, full bool, err error) {
 	defer rows.Close()
 	var key, value, pValue blob
 	size := 0
@@ -256,10 +196,10 @@ func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, subs []in
 		var pRev, pCreate, pVersion, pLease, pDeleted sql.NullInt64
 		if err := rows.Scan(&kv.ModRevision, &sub, &key, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
 			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
 		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != evs[len(evs)-1].Rev() {
-			return evs, subs, false, nil
+			return evs, false, nil
 		}
 		kv.Key = sl.keep(key)
 		e := logEvent(kv, deleted, unixMs, value, sl)
@@ -267,11 +207,10 @@ func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, subs []in
 			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.keep(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
 		evs = append(evs, e)
-		subs = append(subs, sub)
 		size += e.Size()
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
-	return evs, subs, true, nil
+	return evs, true, nil
 }

@@ -256,6 +256,10 @@ func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
 // of the covering (key, rev) index, which reads every revision ever kept.
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
 
+// LazyRows (mvcc.LazyRows): SQLite runs in the process and steps a
+// query one row at a time, as database/sql asks for rows.
+func (d *Dialect) LazyRows() {}
+
 // OwnedBlobs (mvcc.OwnedBlobs): modernc.org/sqlite copies every BLOB
 // column of every row into a new slice (rows.Next, columnBlob), which it
 // never writes again; TestDriverBlobsAreOwned checks it.
