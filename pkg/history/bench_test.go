@@ -220,3 +220,75 @@ func BenchmarkGetAtTime(b *testing.B) {
 		})
 	}
 }
+
+// bigKey is a key with bigKeyRevisions revisions of 1 MiB, each value its
+// own: what one Log request with a large limit could ask a store for.
+const (
+	bigKey          = "/registry/configmaps/default/big"
+	bigKeyRevisions = 200
+)
+
+// bigKeyStore is a SQLite store holding bigKey, closed when tb ends, and
+// the History service on it.
+func bigKeyStore(tb testing.TB) (*mvcc.Store, *history.Service) {
+	tb.Helper()
+	ctx := context.Background()
+	d, err := sqlite.New("sqlite://"+filepath.Join(tb.TempDir(), "big.db"), sqlite.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := mvcc.Open(ctx, d, mvcc.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	// Several writes in flight, so that the writer commits them in few
+	// batches.
+	var wg sync.WaitGroup
+	for i := range bigKeyRevisions {
+		v := make([]byte, 1<<20)
+		copy(v, fmt.Sprintf("%08d", i))
+		wg.Go(func() {
+			if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(bigKey), Value: v}}}}}); err != nil {
+				tb.Error(err)
+			}
+		})
+		if i%16 == 15 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	return s, history.New(s)
+}
+
+// BenchmarkLogLargeValues is one Log request with limit 10,000 over
+// bigKey's 200 revisions of 1 MiB, for the key and for a range, from the
+// start and from a continue token: what the service allocates per request
+// (B/op) against the answer it returns (page-B, encoded as gRPC sends it).
+func BenchmarkLogLargeValues(b *testing.B) {
+	s, svc := bigKeyStore(b)
+	ctx := context.Background()
+	mid := fmt.Sprintf("%d.0", s.Rev()-bigKeyRevisions/2)
+	for _, bc := range []struct {
+		name string
+		req  *historypb.Request
+	}{
+		{"key", &historypb.Request{Key: []byte(bigKey), Limit: 10000}},
+		{"key/continue", &historypb.Request{Key: []byte(bigKey), Limit: 10000, Continue: mid}},
+		{"range", &historypb.Request{Key: []byte("/registry/configmaps/"), RangeEnd: []byte("/registry/configmaps0"), Limit: 10000}},
+		{"range/continue", &historypb.Request{Key: []byte("/registry/configmaps/"), RangeEnd: []byte("/registry/configmaps0"), Limit: 10000, Continue: mid}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			page := 0
+			for b.Loop() {
+				resp, err := svc.Log(ctx, bc.req)
+				if err != nil || len(resp.Entries) == 0 {
+					b.Fatalf("log: %v, %d entries", err, len(resp.GetEntries()))
+				}
+				page = proto.Size(resp)
+			}
+			b.ReportMetric(float64(page), "page-B")
+		})
+	}
+}

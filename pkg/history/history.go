@@ -25,7 +25,10 @@ const (
 	// DefaultLogLimit and MaxLogLimit bound the entries of one Log page.
 	DefaultLogLimit = 1000
 	MaxLogLimit     = 10000
-	// MaxLogBytes keeps a page under gRPC's default 4 MiB client limit.
+	// MaxLogBytes ends a page before its entries, values and prev_kvs,
+	// pass 3 MiB: an answer fits gRPC's default 4 MiB client limit, and a
+	// request holds about its page whatever its limit, since the store
+	// reads no value past the page (mvcc.Store.Log, ADR-020).
 	MaxLogBytes = 3 << 20
 	// restoreAttempts bounds retries when the key changes under a Restore.
 	restoreAttempts = 5
@@ -137,7 +140,8 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 	return &historypb.GetResponse{Revision: rev, Kv: kv}, nil
 }
 
-// Log lists retained changes, oldest first, a page at a time.
+// Log lists retained changes, oldest first, a page at a time: at most
+// limit entries and MaxLogBytes.
 func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.LogResponse, error) {
 	// The whole request is checked before the store is asked anything.
 	if len(r.Key) == 0 {

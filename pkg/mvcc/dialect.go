@@ -53,6 +53,26 @@ type Checkpointer interface {
 	Checkpoint(ctx context.Context, db *sql.DB) error
 }
 
+// OwnedBlobs is implemented by dialects whose database/sql driver returns
+// every BLOB (bytea) value of every row in a slice of its own, which it
+// never writes again, though database/sql promises that of sql.RawBytes
+// only until the next row. Values read from the log are then kept as the
+// driver returned them (slab, logread.go): each value read costs one
+// allocation of its size instead of two. The dialect's tests check it of
+// the driver version the module requires.
+type OwnedBlobs interface {
+	OwnedBlobs()
+}
+
+// LazyRows is implemented by dialects whose database makes each row of a
+// query only when the reader asks for it (SQLite, in the process): a read
+// that stops early stops the database as well. Other databases
+// (PostgreSQL) make and send every row a query's LIMIT allows, and the
+// driver reads and discards those the reader does not take.
+type LazyRows interface {
+	LazyRows()
+}
+
 // Shared is implemented by dialects whose database several QuantyKube
 // processes (replicas) may write at once, such as PostgreSQL. The engine
 // then trusts the database, not its memory, between batches (ADR-007):

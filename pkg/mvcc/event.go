@@ -17,9 +17,21 @@ func (e *Event) Rev() int64 { return e.Kv.ModRevision }
 
 // Size approximates the bytes the event occupies in memory and on the wire.
 func (e *Event) Size() int {
-	n := 64 + len(e.Kv.Key) + len(e.Kv.Value)
+	prev := -1
 	if e.PrevKv != nil {
-		n += 48 + len(e.PrevKv.Key) + len(e.PrevKv.Value)
+		prev = len(e.PrevKv.Value)
+	}
+	return eventSize(len(e.Kv.Key), len(e.Kv.Value), prev)
+}
+
+// eventSize is Event.Size of a change of a key of key bytes to a value of
+// value bytes (0 for a delete), whose prev_kv's value has prev bytes (-1:
+// no prev_kv). A Log page adds up its entries' sizes with it before it
+// reads their values (logpage.go), so it and Size never disagree.
+func eventSize(key, value, prev int) int {
+	n := 64 + key + value
+	if prev >= 0 {
+		n += 48 + key + prev
 	}
 	return n
 }

@@ -98,10 +98,11 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 	}
 	var at, mod, create, version, lease, deleted sql.NullInt64
 	kv := &mvccpb.KeyValue{Key: key}
+	sl := s.newSlab()
 	err = s.readRow(ctx, `SELECT t.rev, l.rev, l.value, l.create_rev, l.version, l.lease, l.deleted
 		FROM (SELECT (SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1) AS rev) t
 		LEFT JOIN log l ON l.id = (SELECT x.id FROM log x WHERE x.key = ? AND x.rev <= t.rev ORDER BY x.rev DESC LIMIT 1)`, unixMs, key).
-		Scan(&at, &mod, &kv.Value, &create, &version, &lease, &deleted)
+		Scan(&at, &mod, kept{&sl, &kv.Value}, &create, &version, &lease, &deleted)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -151,89 +152,11 @@ func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyVa
 func (s *Store) keyAsOf(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	kv := &mvccpb.KeyValue{Key: key}
 	var deleted int64
+	sl := s.newSlab()
 	err := s.readRow(ctx, `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`, key, rev).
-		Scan(&kv.ModRevision, &kv.Value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
+		Scan(&kv.ModRevision, kept{&sl, &kv.Value}, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
 	if err == nil && deleted != 0 {
 		return nil, nil // deleted then
 	}
 	return rowKV(kv, err)
-}
-
-// LogQuery asks for one page of the retained changes in a range.
-type LogQuery struct {
-	Range KeyRange
-	// FromRev is the oldest revision wanted (0: everything retained).
-	FromRev int64
-	// After is the last entry of the previous page (zero: from the start).
-	After LogCursor
-	// Limit (at least 1) and MaxBytes end a page at that many entries or
-	// bytes, whichever comes first; a page holds at least one entry, and
-	// MaxBytes <= 0 sets no byte bound.
-	Limit, MaxBytes int
-}
-
-// LogCursor is a position in the log: a change, by revision and its index
-// among the revision's changes.
-type LogCursor struct {
-	Rev, Sub int64
-}
-
-// LogPage is one page of a key range's retained changes.
-type LogPage struct {
-	Events []*Event
-	// More is set when entries follow; Next is then the last one returned.
-	More bool
-	Next LogCursor
-	// HeaderRev is the store's revision when the page was read.
-	HeaderRev int64
-}
-
-// Log lists the retained changes in q.Range, oldest first (History).
-func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
-	if q.Limit < 1 {
-		return nil, fmt.Errorf("log: a page's limit must be at least one entry, not %d", q.Limit)
-	}
-	page := &LogPage{HeaderRev: s.Rev()}
-	kr := q.Range
-	if q.FromRev > page.HeaderRev {
-		return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is a future revision: the current revision is %d", q.FromRev, page.HeaderRev)}
-	}
-	if q.FromRev > 0 {
-		// The floor that matters is the highest of the rules the range touches.
-		if floor := s.rangeFloor(kr); q.FromRev < floor.Rev {
-			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", q.FromRev, floor.Rev, fmtMs(floor.UnixMs))}
-		}
-	}
-	if kr.Empty() {
-		return page, nil
-	}
-	afterSub := q.After.Sub
-	if q.After == (LogCursor{}) {
-		afterSub = -1 // the first change of a revision has sub 0
-	}
-	cond, args := s.q.where("l.key", kr, []any{q.FromRev, q.After.Rev, q.After.Rev, afterSub})
-	where := `l.rev >= ? AND (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND ` + cond
-	var evs []*Event
-	var subs []int64
-	var err error
-	if kr.Single() {
-		evs, subs, err = s.keyEvents(ctx, kr.Key, where, args, q.Limit+1)
-	} else {
-		evs, subs, err = s.logEvents(ctx, where, args, q.Limit+1)
-	}
-	if err != nil {
-		return nil, err
-	}
-	size := 0
-	for i, e := range evs {
-		size += e.Size()
-		if i == q.Limit || (i > 0 && q.MaxBytes > 0 && size > q.MaxBytes) {
-			page.More = true
-			page.Next = LogCursor{Rev: evs[i-1].Rev(), Sub: subs[i-1]}
-			evs = evs[:i]
-			break
-		}
-	}
-	page.Events = evs
-	return page, nil
 }

@@ -3,13 +3,14 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Reading changes back from the log table: watch catch-up (Events, when
 // the Hub's ring no longer holds them), the tailer (tail.go) and History's
-// Log (history.go). Each change comes with its prev_kv, the key's row
+// Log (logpage.go). Each change comes with its prev_kv, the key's row
 // just before it unless that was a delete.
 
 // eventsFromLog reads the events of [from, to] on kr back from the log,
@@ -38,7 +39,8 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 	if err != nil {
 		return nil, 0, err
 	}
-	evs, _, full, err := scanEvents(rows, s.opts.LogReadBytes)
+	sl := s.newSlab()
+	evs, full, err := scanEvents(rows, &sl, s.opts.LogReadBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -86,109 +88,107 @@ func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string,
 	return q, args
 }
 
-// logEvents runs logEventsSQL on the reader pool; it also returns each
-// row's sub.
-func (s *Store) logEvents(ctx context.Context, where string, args []any, limit int) ([]*Event, []int64, error) {
-	q, args := s.logEventsSQL("log AS l", where, args, limit)
-	rows, err := s.readRows(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	evs, subs, _, err := scanEvents(rows, 0)
-	return evs, subs, err
+// slab keeps the values a read returns. What database/sql hands over for
+// a column (sql.RawBytes, a Scanner's argument) is the driver's memory,
+// valid only until the next row, so a value is copied before it is kept:
+// into shared chunks, one allocation per chunk rather than one per value,
+// and no second copy by database/sql. A dialect whose driver gives every
+// row's values slices of their own (OwnedBlobs) has them kept as they
+// are: the driver has allocated each value once already, and a copy would
+// make reading a value cost twice its size.
+type slab struct {
+	buf []byte
+	own bool // the driver's slices are the reader's (OwnedBlobs)
 }
-
-// keyEvents is logEvents for one key, whose log is a chain: each change's
-// prev_kv is the change before it, so only the first one's is looked up,
-// instead of a subquery per row that reads every value twice. Every entry
-// shares key, and each prev_kv is the previous entry's kv itself: the same
-// bytes, not a copy.
-func (s *Store) keyEvents(ctx context.Context, key []byte, where string, args []any, limit int) ([]*Event, []int64, error) {
-	// A revision changes a key at most once (etcd refuses a transaction
-	// that puts a key twice or puts and deletes it; overlapping deletes
-	// remove it once), so rev alone orders one key's rows, in the (key, rev)
-	// index's order: ordering by (rev, sub) made SQLite copy every row,
-	// value and all, into a sorter first.
-	q := `SELECT l.rev, l.sub, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l WHERE ` + where + ` ORDER BY l.rev LIMIT ?`
-	rows, err := s.readRows(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var evs []*Event
-	var subs []int64
-	var sl slab
-	var value sql.RawBytes
-	for rows.Next() {
-		kv := &mvccpb.KeyValue{Key: key}
-		var sub, deleted, unixMs int64
-		if err := rows.Scan(&kv.ModRevision, &sub, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs); err != nil {
-			return nil, nil, err
-		}
-		e := logEvent(kv, deleted, unixMs, value, &sl)
-		evs = append(evs, e)
-		subs = append(subs, sub)
-	}
-	if err := rows.Err(); err != nil || len(evs) == 0 {
-		return evs, subs, err
-	}
-	rows.Close() // before the next query: its connection goes back to the pool
-	if evs[0].PrevKv, err = s.keyAsOf(ctx, key, evs[0].Rev()-1); err != nil {
-		return nil, nil, err
-	}
-	for i := 1; i < len(evs); i++ {
-		if p := evs[i-1]; p.Type == mvccpb.PUT {
-			evs[i].PrevKv = p.Kv
-		}
-	}
-	return evs, subs, nil
-}
-
-// slab copies values out of the driver's buffers (sql.RawBytes, valid
-// only until the next row) into shared chunks: one allocation per chunk
-// rather than one per value, and no second copy by database/sql.
-type slab struct{ buf []byte }
 
 const (
 	slabMinChunk = 4 << 10
 	slabMaxChunk = 1 << 20
 )
 
-// copy returns b's bytes in the slab, never nil: a value read back is
-// empty, not absent.
-func (s *slab) copy(b sql.RawBytes) []byte {
-	if len(b) == 0 {
+// newSlab is a slab for one read from s's database.
+func (s *Store) newSlab() slab {
+	_, own := s.d.(OwnedBlobs)
+	return slab{own: own}
+}
+
+// keep returns b's bytes to keep, never nil: a value read back is empty,
+// not absent. Capped, so that an append to one value cannot write over
+// the next.
+func (s *slab) keep(b blob) []byte {
+	n := len(b.b)
+	if n == 0 {
 		return []byte{}
 	}
-	if len(b) > cap(s.buf)-len(s.buf) {
-		// Chunks double, so a small answer does not hold a big one.
-		s.buf = make([]byte, 0, max(len(b), min(2*cap(s.buf), slabMaxChunk), slabMinChunk))
+	if s.own || b.mine {
+		return b.b[:n:n]
 	}
-	n := len(s.buf)
-	s.buf = append(s.buf, b...)
-	// Capped, so that an append to one value cannot write over the next.
-	return s.buf[n:len(s.buf):len(s.buf)]
+	if n > cap(s.buf)-len(s.buf) {
+		// Chunks double, so a small answer does not hold a big one.
+		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), slabMaxChunk), slabMinChunk))
+	}
+	at := len(s.buf)
+	s.buf = append(s.buf, b.b...)
+	return s.buf[at:len(s.buf):len(s.buf)]
+}
+
+// blob is a scan destination for a BLOB (bytea) column: what the driver
+// returned, not copied. Unlike sql.RawBytes it knows a string the driver
+// returned (a value stored as TEXT), which it converts to bytes of its
+// own, where database/sql would copy it into a buffer it reuses.
+type blob struct {
+	b    []byte
+	mine bool // converted here: not the driver's memory
+}
+
+func (v *blob) Scan(src any) error {
+	switch x := src.(type) {
+	case nil:
+		*v = blob{}
+	case []byte:
+		*v = blob{b: x}
+	case string:
+		*v = blob{b: []byte(x), mine: true}
+	default:
+		return fmt.Errorf("mvcc: a key or value read as %T", src)
+	}
+	return nil
+}
+
+// kept is a scan destination that keeps a BLOB column's value in sl as it
+// is scanned (nil for NULL), for sql.Row, which may release the driver's
+// memory before its Scan returns.
+type kept struct {
+	sl  *slab
+	dst *[]byte
+}
+
+func (k kept) Scan(src any) error {
+	var b blob
+	if err := b.Scan(src); err != nil || src == nil {
+		return err
+	}
+	*k.dst = k.sl.keep(b)
+	return nil
 }
 
 // logEvent is the change of a log row read into kv, but for its value.
-func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value sql.RawBytes, sl *slab) *Event {
+func logEvent(kv *mvccpb.KeyValue, deleted, unixMs int64, value blob, sl *slab) *Event {
 	if deleted != 0 {
 		// A delete's kv has its key and revision only.
 		kv.CreateRevision, kv.Version, kv.Lease = 0, 0, 0
 		return &Event{Type: mvccpb.DELETE, Kv: kv, UnixMs: unixMs}
 	}
-	kv.Value = sl.copy(value)
+	kv.Value = sl.keep(value)
 	return &Event{Type: mvccpb.PUT, Kv: kv, UnixMs: unixMs}
 }
 
-// scanEvents reads logEventsSQL's rows: all of them (full), or, with
-// maxBytes > 0, those of the revisions before the first that begins once
-// the events read take maxBytes or more (Event.Size).
-func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full bool, err error) {
+// scanEvents reads logEventsSQL's rows into sl: all of them (full), or,
+// with maxBytes > 0, those of the revisions before the first that begins
+// once the events read take maxBytes or more (Event.Size).
+func scanEvents(rows *sql.Rows, sl *slab, maxBytes int) (evs []*Event, full bool, err error) {
 	defer rows.Close()
-	var sl slab
-	var key, value, pValue sql.RawBytes
+	var key, value, pValue blob
 	size := 0
 	for rows.Next() {
 		kv := &mvccpb.KeyValue{}
@@ -196,22 +196,21 @@ func scanEvents(rows *sql.Rows, maxBytes int) (evs []*Event, subs []int64, full 
 		var pRev, pCreate, pVersion, pLease, pDeleted sql.NullInt64
 		if err := rows.Scan(&kv.ModRevision, &sub, &key, &value, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted, &unixMs,
 			&pRev, &pValue, &pCreate, &pVersion, &pLease, &pDeleted); err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
 		if maxBytes > 0 && size >= maxBytes && kv.ModRevision != evs[len(evs)-1].Rev() {
-			return evs, subs, false, nil
+			return evs, false, nil
 		}
-		kv.Key = sl.copy(key)
-		e := logEvent(kv, deleted, unixMs, value, &sl)
+		kv.Key = sl.keep(key)
+		e := logEvent(kv, deleted, unixMs, value, sl)
 		if pRev.Valid && pDeleted.Int64 == 0 {
-			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.copy(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
+			e.PrevKv = &mvccpb.KeyValue{Key: kv.Key, Value: sl.keep(pValue), CreateRevision: pCreate.Int64, ModRevision: pRev.Int64, Version: pVersion.Int64, Lease: pLease.Int64}
 		}
 		evs = append(evs, e)
-		subs = append(subs, sub)
 		size += e.Size()
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
-	return evs, subs, true, nil
+	return evs, true, nil
 }

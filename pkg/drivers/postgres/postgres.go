@@ -202,6 +202,11 @@ func (d *Dialect) Bind(q string) string {
 // bounds for revisions newer than the histogram).
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
 
+// OwnedBlobs (mvcc.OwnedBlobs): pgx's database/sql driver (stdlib.Rows)
+// scans every bytea column of every row into a new slice, which it never
+// writes again; TestDriverBlobsAreOwned checks it.
+func (d *Dialect) OwnedBlobs() {}
+
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	err = db.QueryRowContext(ctx, `SELECT pg_database_size(current_database()),
 		pg_total_relation_size('log') + pg_total_relation_size('current') + pg_total_relation_size('leases') + pg_total_relation_size('meta')`).

@@ -256,6 +256,15 @@ func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
 // of the covering (key, rev) index, which reads every revision ever kept.
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
 
+// LazyRows (mvcc.LazyRows): SQLite runs in the process and steps a
+// query one row at a time, as database/sql asks for rows.
+func (d *Dialect) LazyRows() {}
+
+// OwnedBlobs (mvcc.OwnedBlobs): modernc.org/sqlite copies every BLOB
+// column of every row into a new slice (rows.Next, columnBlob), which it
+// never writes again; TestDriverBlobsAreOwned checks it.
+func (d *Dialect) OwnedBlobs() {}
+
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	var pages, free, size int64
 	err = db.QueryRowContext(ctx, `SELECT (SELECT page_count FROM pragma_page_count()), (SELECT freelist_count FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())`).Scan(&pages, &free, &size)
