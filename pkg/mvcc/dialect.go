@@ -26,6 +26,9 @@ type Dialect interface {
 	// index, for "keys changed since revision R": a planner that scans the
 	// (key, rev) index instead reads the whole history.
 	LogByRev(alias string) string
+	// LogByKey is the log table as a FROM item read through its (key, rev)
+	// index, for the changes of a narrow key range (logpage.go).
+	LogByKey(alias string) string
 	// Size reports the database's size on disk and the part of it in use.
 	Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error)
 	// Defragment reclaims the space of deleted rows: returned to the file

@@ -92,3 +92,12 @@ func SetTailPoll(d time.Duration) (restore func()) {
 // TailListening is whether a replica's tailer knows its LISTEN connection
 // to be up.
 func (s *Store) TailListening() bool { return s.tail.listening.Load() }
+
+// SetNarrowRange sets how many changes a range may hold to be read through
+// its keys (logpage.go) until the returned func puts it back: 0 reads
+// every range through the log from the cursor.
+func SetNarrowRange(n int) (restore func()) {
+	old := narrowRange
+	narrowRange = n
+	return func() { narrowRange = old }
+}

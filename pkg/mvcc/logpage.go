@@ -266,18 +266,47 @@ func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *log
 	return evs, rows.Err()
 }
 
-// rangeLog reads the page of the changes in kr after the cursor into sp,
-// through the log's (rev, sub) index from the cursor on: a page of a range
-// reads the log between its first entry and its last, not the range's
-// history before it. Each entry's prev_kv is looked up, the page's only.
+// narrowRange is the most changes after a page's cursor that a range may
+// hold and still be read through the (key, rev) index: sorting that many
+// rows' revisions and sizes (no value) costs less than reading the log
+// from the cursor on when the range holds a small part of it
+// (BenchmarkRangeLog, ADR-020).
+var narrowRange = 2048
+
+// isNarrow is whether kr holds at most narrowRange changes after the
+// cursor, counted through the (key, rev) index and no further.
+func (s *Store) isNarrow(ctx context.Context, kr KeyRange, after LogCursor) (bool, error) {
+	cond, args := s.q.where("l.key", kr, []any{after.Rev, after.Rev, after.Sub})
+	var n int
+	err := s.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM `+s.d.LogByKey("l")+
+		` WHERE (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND `+cond+` LIMIT ?) AS t`, append(args, narrowRange+1)...).Scan(&n)
+	return n <= narrowRange, err
+}
+
+// rangeLog reads the page of the changes in kr after the cursor into sp.
+// A range that holds many changes is read through the log's (rev, sub)
+// index from the cursor on: a page reads the log between its first entry
+// and its last, not the range's history before it. A narrow one is read
+// through its keys' (key, rev) index, its rows sorted without their
+// values, which a second statement reads for the page's entries only.
+// Each entry's prev_kv is looked up, the page's only.
 func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) ([]*Event, error) {
 	inline := s.inlineBytes()
+	logFrom := s.d.LogByRev("l")
+	narrow, err := s.isNarrow(ctx, kr, after)
+	if err != nil {
+		return nil, err
+	}
+	if narrow {
+		// The rows are sorted: none carries a value but an empty one.
+		logFrom, inline = s.d.LogByKey("l"), 0
+	}
 	sl := s.newSlab()
 	cond, condArgs := s.q.where("l.key", kr, nil)
-	from := s.d.LogByRev("l") + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)`
+	from := logFrom + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)`
 	var evs []*Event
 	var at []LogCursor // each entry's
-	err := func() error {
+	err = func() error {
 		q := `SELECT l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ? THEN l.value END,
 				l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
 				p.rev, COALESCE(octet_length(p.value), 0), CASE WHEN octet_length(p.value) <= ? THEN p.value END,

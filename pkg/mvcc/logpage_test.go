@@ -144,6 +144,19 @@ func TestHistoryReadsAllocateAboutTheirAnswer(t *testing.T) {
 // key and for a range, from the start and from a revision. Each page is
 // as full as its bounds allow.
 func TestLogPagesByBytes(t *testing.T) {
+	// Both ways a range is read: through its keys, and through the log.
+	for _, c := range []struct {
+		name   string
+		narrow int
+	}{{"by-key", 1 << 20}, {"by-rev", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			defer mvcc.SetNarrowRange(c.narrow)()
+			testLogPagesByBytes(t)
+		})
+	}
+}
+
+func testLogPagesByBytes(t *testing.T) {
 	onBackends(t, mvcc.Options{}, func(t *testing.T, s *mvcc.Store) {
 		ctx := context.Background()
 		txn := func(ops ...*pb.RequestOp) {

@@ -101,3 +101,44 @@ func BenchmarkKeyLog1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRangeLog: a page of a narrow range (10 changes under a prefix)
+// and of a wide one (1,000 of the 100,000 changes under /registry/), in a
+// log of 100,000 rows: the narrow range is read through its keys, the
+// wide one through the log from the cursor (logpage.go).
+func BenchmarkRangeLog(b *testing.B) {
+	s := benchStore(b, 0)
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("v"), 100)
+	for t := range 1000 {
+		ops := make([]*pb.RequestOp, 0, 100)
+		for i := range 100 {
+			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+				Key: fmt.Appendf(nil, "/registry/configmaps/busy/k%03d", i), Value: value}}})
+		}
+		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: ops}); err != nil {
+			b.Fatal(err)
+		}
+		if t%100 == 0 {
+			put(b, s, "/registry/secrets/quiet/s", value)
+		}
+	}
+	for _, c := range []struct {
+		name         string
+		start, end   string
+		limit, wants int
+	}{
+		{"narrow", "/registry/secrets/quiet/", "/registry/secrets/quiet0", 1000, 10},
+		{"wide", "/registry/", "/registry0", 1000, 1000},
+	} {
+		kr := mvcc.NewKeyRange([]byte(c.start), []byte(c.end))
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				page, err := s.Log(ctx, mvcc.LogQuery{Range: kr, Limit: c.limit, MaxBytes: 3 << 20})
+				if err != nil || len(page.Events) != c.wants {
+					b.Fatalf("log: %v, %d events, want %d", err, len(page.Events), c.wants)
+				}
+			}
+		})
+	}
+}

@@ -202,6 +202,9 @@ func (d *Dialect) Bind(q string) string {
 // bounds for revisions newer than the histogram).
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
 
+// LogByKey needs no hint either (LogByRev).
+func (d *Dialect) LogByKey(alias string) string { return "log AS " + alias }
+
 // OwnedBlobs (mvcc.OwnedBlobs): pgx's database/sql driver (stdlib.Rows)
 // scans every bytea column of every row into a new slice, which it never
 // writes again; TestDriverBlobsAreOwned checks it.

@@ -256,6 +256,12 @@ func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
 // of the covering (key, rev) index, which reads every revision ever kept.
 func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
 
+// LogByKey pins the other index: ordered by revision, SQLite prefers
+// log_rev, which reads the whole log for a range that holds little of it.
+func (d *Dialect) LogByKey(alias string) string {
+	return "log AS " + alias + " INDEXED BY log_key_rev"
+}
+
 // LazyRows (mvcc.LazyRows): SQLite runs in the process and steps a
 // query one row at a time, as database/sql asks for rows.
 func (d *Dialect) LazyRows() {}
