@@ -119,6 +119,10 @@ type Config struct {
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
 	// sessions (0: the server's setting).
 	DatastoreStatementTimeout time.Duration
+	// DatastoreListenEndpoint is a postgres:// URL for the connection that
+	// LISTENs for the other replicas' commits, where Endpoint is a pooler
+	// that cannot deliver notifications (empty: Endpoint's).
+	DatastoreListenEndpoint string
 	// MetricsListenAddress, when set, serves Prometheus metrics at
 	// http://ADDRESS/metrics, and the health endpoints /livez, /readyz,
 	// /healthz (Kubernetes' shape) and /health (etcd's) (health.go).
@@ -210,6 +214,7 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 			Pool:             cfg.ConnectionPoolConfig,
 			TLS:              cfg.BackendTLSConfig,
 			StatementTimeout: cfg.DatastoreStatementTimeout,
+			ListenEndpoint:   cfg.DatastoreListenEndpoint,
 		})
 	case strings.HasPrefix(dsn, "sqlite://"):
 		return sqlite.New(dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig})

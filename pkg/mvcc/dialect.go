@@ -141,8 +141,10 @@ type Shared interface {
 	// listens, wake for every notification it delivers, up(false) once it
 	// is lost. While a connection listens, every notification of every
 	// transaction committed since reaches wake; what committed before, or
-	// while none listened, was missed.
-	Listen(ctx context.Context, up func(bool), wake func(payload string))
+	// while none listened, was missed. It returns early, with an error
+	// wrapping ErrNoNotifications, when notifications cannot reach the
+	// connection it has (a pooler in transaction mode).
+	Listen(ctx context.Context, up func(bool), wake func(payload string)) error
 	// Leases reads every lease with the milliseconds it has left.
 	Leases(ctx context.Context, db *sql.DB) ([]LeaseRow, error)
 	// RenewLease restarts a lease's TTL in the database and sends notify
@@ -156,9 +158,10 @@ type Shared interface {
 	// StartLeases restarts every lease's TTL from the database's clock now.
 	StartLeases(ctx context.Context, tx *sql.Tx) error
 	// LockImport fails if a server is connected, and refuses every server
-	// opening the store until db's one connection closes: an import writes
-	// a store no server may be serving.
-	LockImport(ctx context.Context, db *sql.DB) error
+	// opening the store until tx (the import's one transaction) ends: an
+	// import writes a store no server may be serving. It holds nothing
+	// beyond tx, so it works through a pooler in transaction mode.
+	LockImport(ctx context.Context, tx *sql.Tx) error
 }
 
 // BatchStart is the committed state a write batch starts from.
@@ -202,6 +205,10 @@ type LogRow struct {
 type LeaseRow struct {
 	ID, TTL, RemainingMs int64
 }
+
+// ErrNoNotifications is Listen's answer when notifications do not reach
+// the connection it listens on: the tailer polls instead.
+var ErrNoNotifications = errors.New("notifications do not reach the LISTEN connection")
 
 // ErrRolledBack marks a CommitBatch error after which the batch certainly
 // did not commit: its requests may be retried.

@@ -109,12 +109,6 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
 	sh, _ := d.(Shared)
-	if sh != nil {
-		if err := sh.LockImport(ctx, im.wdb); err != nil {
-			im.Close()
-			return nil, fmt.Errorf("import: %w", err)
-		}
-	}
 	// migrate needs only the store's connections, dialect and logger.
 	s := &Store{d: d, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
 	if err := s.migrate(ctx, sh); err != nil {
@@ -173,6 +167,11 @@ func (im *Import) begin(sh Shared) error {
 	im.tx = tx
 	rev := int64(-1)
 	if sh != nil {
+		// First: an import writes a store no server may be serving, and
+		// no server opens it until this transaction ends.
+		if err := sh.LockImport(im.ctx, tx); err != nil {
+			return err
+		}
 		// The batch lock: no replica commits until the import has.
 		im.sh = sh
 		st, _, err := sh.LockBatch(im.ctx, tx, nil)

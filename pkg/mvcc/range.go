@@ -342,13 +342,19 @@ func eachCurrent(ctx context.Context, q querier, query string, args []any, f fun
 // readTx opens a read transaction on the reader pool (one snapshot:
 // REPEATABLE READ on PostgreSQL, a WAL read on SQLite), running its
 // queries through the pool's prepared statements. Call done when finished.
+// The isolation is asked for here, not left to a session default, which a
+// pooler's server connections would not have (ADR-026); SQLite ignores it.
 func (s *Store) readTx(ctx context.Context) (tx prepTx, done func(), err error) {
-	sqltx, err := s.rdb.BeginTx(ctx, nil)
+	sqltx, err := s.rdb.BeginTx(ctx, readTxOptions)
 	if err != nil {
 		return prepTx{}, nil, err
 	}
 	return prepTx{tx: sqltx, p: s.rstmts}, func() { sqltx.Rollback() }, nil
 }
+
+// readTxOptions: the header revision a read takes from meta and the rows
+// it returns come from one snapshot.
+var readTxOptions = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
 
 // A live key's value is in its latest change's log row, (key, mod_rev),
 // which the log_key_rev index finds: current holds no value of its own, so

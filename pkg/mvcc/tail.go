@@ -91,7 +91,10 @@ func (t *tailer) start() {
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		t.sh.Listen(ctx, t.connected, t.notified)
+		if err := t.sh.Listen(ctx, t.connected, t.notified); err != nil {
+			// The tailer polls while nothing listens: now for good.
+			t.s.log.Warn("following the other replicas by reading the database every "+tailPoll.String()+" instead of by notification; a direct connection for LISTEN (--datastore-listen-endpoint) brings their commits at once", "err", err)
+		}
 	}()
 	go func() {
 		defer close(t.done)

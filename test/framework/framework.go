@@ -41,7 +41,10 @@ type Backend string
 const (
 	SQLite   Backend = "sqlite"
 	Postgres Backend = "postgres"
-	Etcd     Backend = "etcd"
+	// PgBouncer is QuantyKube on PostgreSQL through a PgBouncer in
+	// transaction mode with its default settings (pgtest.StartPgBouncer).
+	PgBouncer Backend = "pgbouncer"
+	Etcd      Backend = "etcd"
 )
 
 var (
@@ -50,10 +53,20 @@ var (
 	// QuantyKube is QuantyKube's backends only, for what etcd does not have
 	// (History, retention, replicas) or does differently on purpose.
 	QuantyKube = []Backend{SQLite, Postgres}
+	// WithPooler is All and QuantyKube through PgBouncer, for the suites
+	// that must also hold behind a pooler (test/integration).
+	WithPooler = []Backend{SQLite, Postgres, PgBouncer, Etcd}
+	// OnPostgres is QuantyKube on PostgreSQL, directly and through
+	// PgBouncer (test/replica).
+	OnPostgres = []Backend{Postgres, PgBouncer}
 )
 
 // IsQuantyKube reports whether b is QuantyKube (on any database).
-func (b Backend) IsQuantyKube() bool { return b == SQLite || b == Postgres }
+func (b Backend) IsQuantyKube() bool { return b == SQLite || b.IsPostgres() }
+
+// IsPostgres reports whether b is QuantyKube on PostgreSQL (directly or
+// through PgBouncer).
+func (b Backend) IsPostgres() bool { return b == Postgres || b == PgBouncer }
 
 // Run runs f as one subtest per backend, named after it. A backend that
 // cannot run here is skipped loudly, or fails the subtest under CI=true.
@@ -75,6 +88,13 @@ func Require(t testing.TB, b Backend) {
 	case Postgres:
 		if _, err := postgresServer(); err != nil {
 			Unavailable(t, "PostgreSQL", err)
+		}
+	case PgBouncer:
+		if _, err := postgresServer(); err != nil {
+			Unavailable(t, "PostgreSQL", err)
+		}
+		if _, err := pgBouncer(); err != nil {
+			Unavailable(t, "PgBouncer", err)
 		}
 	case Etcd:
 		if _, err := etcdBinary(); err != nil {

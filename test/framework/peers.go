@@ -3,8 +3,10 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,4 +97,41 @@ func PostgresCluster(t testing.TB) *pgtest.Cluster {
 		Unavailable(t, "PostgreSQL cluster", fmt.Errorf("this test stops and starts PostgreSQL: it needs the throwaway cluster, but %s names a server", pgtest.EnvDSN))
 	}
 	return srv.Cluster
+}
+
+var (
+	pgbOnce sync.Once
+	pgb     *pgtest.PgBouncer
+	pgbErr  error
+)
+
+// PgBouncerServer is the PgBouncer (transaction mode, default settings) in
+// front of PostgresServer that the PgBouncer backend connects through, one
+// per test binary, started on first use and stopped by Main.
+func PgBouncerServer() (*pgtest.PgBouncer, error) { return pgBouncer() }
+
+func pgBouncer() (*pgtest.PgBouncer, error) {
+	pgbOnce.Do(func() {
+		srv, err := postgresServer()
+		if err != nil {
+			pgbErr = err
+			return
+		}
+		u, err := url.Parse(srv.AdminDSN)
+		if err != nil {
+			pgbErr = err
+			return
+		}
+		port, _ := strconv.Atoi(u.Port())
+		if port == 0 {
+			port = 5432
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pgb, pgbErr = pgtest.StartPgBouncer(ctx, u.Hostname(), port, "transaction")
+		if pgbErr == nil {
+			atExit(pgb.Destroy)
+		}
+	})
+	return pgb, pgbErr
 }

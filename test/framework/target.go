@@ -118,6 +118,18 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		if o.Process && o.Replicas > 1 {
 			n = o.Replicas
 		}
+	case PgBouncer:
+		x.dsn = newDatabase(t)
+		pgb, err := pgBouncer()
+		if err != nil {
+			Unavailable(t, "PgBouncer", err)
+		}
+		if x.dsn, err = pgb.Through(x.dsn); err != nil {
+			t.Fatalf("framework: %v", err)
+		}
+		if o.Process && o.Replicas > 1 {
+			n = o.Replicas
+		}
 	case Etcd:
 		x.members = []*member{newEtcdMember(t, dir, o, x.tls)}
 	}
@@ -125,7 +137,7 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		x.dsn = o.Endpoint(x.dsn)
 	}
 	if b.IsQuantyKube() {
-		if o.Replicas > 1 && !(b == Postgres && o.Process) {
+		if o.Replicas > 1 && !(b.IsPostgres() && o.Process) {
 			t.Fatalf("framework: %d replicas need the Postgres backend with Options.Process", o.Replicas)
 		}
 		for i := range n {

@@ -5,7 +5,8 @@
 //
 // Every test runs on every backend of test/framework, as subtests: an
 // in-process QuantyKube on a fresh SQLite file (sqlite) and on a fresh
-// PostgreSQL database (postgres), and a real etcd v3.6 process with a fresh
+// PostgreSQL database (postgres), the same through a throwaway PgBouncer in
+// transaction mode (pgbouncer), and a real etcd v3.6 process with a fresh
 // data directory (etcd), the reference the same assertions are checked
 // against. One test on one backend:
 //

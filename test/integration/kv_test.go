@@ -12,7 +12,7 @@ import (
 )
 
 func TestEmptyStoreAtRevisionOne(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -40,7 +40,7 @@ func TestEmptyStoreAtRevisionOne(t *testing.T) {
 }
 
 func TestPut(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -93,7 +93,7 @@ func TestPut(t *testing.T) {
 }
 
 func TestPutIgnoreValueIgnoreLease(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -165,7 +165,7 @@ func TestPutIgnoreValueIgnoreLease(t *testing.T) {
 }
 
 func TestPutErrors(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -195,7 +195,7 @@ func TestPutErrors(t *testing.T) {
 }
 
 func TestRangeEnds(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -247,7 +247,7 @@ func TestRangeEnds(t *testing.T) {
 }
 
 func TestRangeLimitCountMore(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -304,7 +304,7 @@ func TestRangeLimitCountMore(t *testing.T) {
 }
 
 func TestRangePastRevisions(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -361,7 +361,7 @@ func TestRangePastRevisions(t *testing.T) {
 }
 
 func TestRangeKeysOnlyCountOnly(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		for _, k := range []string{"p/a", "p/b", "p/c"} {
@@ -425,7 +425,7 @@ func sortFixture(t *testing.T, cli *clientv3.Client) {
 }
 
 func TestRangeSort(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		sortFixture(t, cli)
@@ -483,7 +483,7 @@ func TestRangeSort(t *testing.T) {
 }
 
 func TestRangeRevisionFilters(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		sortFixture(t, cli)
@@ -523,7 +523,7 @@ func TestRangeRevisionFilters(t *testing.T) {
 }
 
 func TestDeleteRange(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		for _, k := range []string{"a", "b/1", "b/2", "b/3", "c"} { // 2..6
@@ -595,7 +595,7 @@ func TestDeleteRange(t *testing.T) {
 }
 
 func TestVersionRestartsAfterDelete(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		for range 3 {

@@ -40,7 +40,7 @@ func attachedKeys(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) (*cli
 }
 
 func TestLeaseGrantRevoke(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		raw := pb.NewLeaseClient(cli.ActiveConnection())
@@ -116,7 +116,7 @@ func sortedIDs(ids ...int64) []int64 {
 }
 
 func TestLeaseTimeToLive(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -154,7 +154,7 @@ func TestLeaseTimeToLive(t *testing.T) {
 }
 
 func TestLeaseList(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		if ids := leaseIDs(t, cli); len(ids) != 0 {
@@ -179,7 +179,7 @@ func TestLeaseList(t *testing.T) {
 }
 
 func TestLeaseKeepAlive(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -270,7 +270,7 @@ func TestLeaseKeepAlive(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -320,7 +320,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 func TestLeaseSurvivesRestart(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 

@@ -20,7 +20,7 @@ func parseVersion(v string) (major, minor, patch int, err error) {
 }
 
 func TestStatusAndMemberList(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "a", "1") // 2
@@ -71,7 +71,7 @@ func TestStatusAndMemberList(t *testing.T) {
 }
 
 func TestOversizedRequest(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 

@@ -22,7 +22,7 @@ import (
 // expired one, and without TLS.
 func TestClientCertAuth(t *testing.T) {
 	t.Parallel()
-	framework.Run(t, framework.All, func(t *testing.T, b framework.Backend) {
+	framework.Run(t, framework.WithPooler, func(t *testing.T, b framework.Backend) {
 		t.Parallel()
 		ca := framework.NewCA(t, "trusted")
 		other := framework.NewCA(t, "other")

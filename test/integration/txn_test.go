@@ -13,7 +13,7 @@ import (
 )
 
 func TestTxnCompares(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -141,7 +141,7 @@ func TestTxnCompares(t *testing.T) {
 }
 
 func TestTxnBranchesAndRevisions(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -229,7 +229,7 @@ func TestTxnBranchesAndRevisions(t *testing.T) {
 }
 
 func TestTxnReadsSeeEarlierWrites(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "c", "1") // 2
@@ -270,7 +270,7 @@ func TestTxnReadsSeeEarlierWrites(t *testing.T) {
 }
 
 func TestTxnNested(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "k", "v") // 2
@@ -323,7 +323,7 @@ func TestTxnNested(t *testing.T) {
 // branch its compare picks. Two sibling nested Txns writing one key are
 // still a duplicate.
 func TestTxnNestedSameKeyInBothBranches(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "k", "v") // 2
@@ -381,7 +381,7 @@ func TestTxnNestedSameKeyInBothBranches(t *testing.T) {
 }
 
 func TestTxnErrors(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "a", "0") // 2
@@ -453,7 +453,7 @@ func TestTxnErrors(t *testing.T) {
 // sends (k8s.io/apiserver/pkg/storage/etcd3/store.go: Create, conditional
 // update and delete, paged lists).
 func TestKubeTxnShapes(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		const key = "/registry/configmaps/default/cm"

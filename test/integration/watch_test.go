@@ -91,7 +91,7 @@ func (w *rawWatch) cancel(id int64) {
 }
 
 func TestWatchKey(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -129,7 +129,7 @@ func TestWatchKey(t *testing.T) {
 }
 
 func TestWatchRangePrefixFromKey(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -165,7 +165,7 @@ func TestWatchRangePrefixFromKey(t *testing.T) {
 }
 
 func TestWatchFromPastThenLive(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -208,7 +208,7 @@ func TestWatchFromPastThenLive(t *testing.T) {
 }
 
 func TestWatchFutureStartRevision(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		wch := cli.Watch(ctx, "k", clientv3.WithRev(4))
@@ -224,7 +224,7 @@ func TestWatchFutureStartRevision(t *testing.T) {
 }
 
 func TestWatchPrevKV(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -265,7 +265,7 @@ func TestWatchPrevKV(t *testing.T) {
 }
 
 func TestWatchFilters(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		noPut := watchCreated(t, ctx, cli, "k", clientv3.WithPrefix(), clientv3.WithFilterPut())
@@ -297,7 +297,7 @@ func TestWatchFilters(t *testing.T) {
 }
 
 func TestWatchRequestProgress(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -351,7 +351,7 @@ func TestWatchRequestProgress(t *testing.T) {
 // it never overtakes events: a progress response at R comes only after every
 // event <= R was sent on the stream.
 func TestWatchRequestProgressRaw(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -427,7 +427,7 @@ func TestWatchRequestProgressRaw(t *testing.T) {
 }
 
 func TestWatchProgressNotifyPeriodic(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		_, err := cli.Put(ctx, "unwatched", "v") // 2
@@ -473,7 +473,7 @@ func TestWatchProgressNotifyPeriodic(t *testing.T) {
 }
 
 func TestWatchCancel(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -517,7 +517,7 @@ func TestWatchCancel(t *testing.T) {
 }
 
 func TestWatchManyOnOneStream(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -566,7 +566,7 @@ func TestWatchManyOnOneStream(t *testing.T) {
 }
 
 func TestWatchFragment(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 
@@ -632,7 +632,7 @@ func TestWatchFragment(t *testing.T) {
 }
 
 func TestWatchCompacted(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		for i := range 5 { // 2..6
@@ -715,7 +715,7 @@ func TestWatchCompacted(t *testing.T) {
 // event: a header that went backwards would tell a client the store had
 // gone back in time.
 func TestWatchCatchUpHeaders(t *testing.T) {
-	run(t, framework.All, func(t *testing.T, s *framework.Target) {
+	run(t, framework.WithPooler, func(t *testing.T, s *framework.Target) {
 		cli := s.Client(t)
 		ctx := testCtx(t)
 		// More revisions than either server sends in one catch-up step

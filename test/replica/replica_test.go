@@ -114,7 +114,11 @@ func checkStream(t *testing.T, name string, evs []*clientv3.Event, acks []ack) {
 // both, a watcher on each: both watchers see exactly the same events in
 // revision order with no hole, and each acknowledged write exactly once.
 func TestReplicas(t *testing.T) {
-	x := framework.Start(t, framework.Postgres, framework.Options{Process: true, Replicas: 2})
+	framework.Run(t, framework.OnPostgres, testReplicas)
+}
+
+func testReplicas(t *testing.T, b framework.Backend) {
+	x := framework.Start(t, b, framework.Options{Process: true, Replicas: 2})
 	ca, cb := x.ReplicaClient(t, 0), x.ReplicaClient(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -247,7 +251,11 @@ func TestReplicas(t *testing.T) {
 // (one revision, one DELETE per key on every watcher); Compact through one
 // replica is the floor on both.
 func TestReplicaLeasesAndCompact(t *testing.T) {
-	x := framework.Start(t, framework.Postgres, framework.Options{Process: true, Replicas: 2})
+	framework.Run(t, framework.OnPostgres, testReplicaLeasesAndCompact)
+}
+
+func testReplicaLeasesAndCompact(t *testing.T, b framework.Backend) {
+	x := framework.Start(t, b, framework.Options{Process: true, Replicas: 2})
 	ca, cb := x.ReplicaClient(t, 0), x.ReplicaClient(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

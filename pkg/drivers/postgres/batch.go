@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -42,7 +41,7 @@ func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) 
 func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (st mvcc.BatchStart, kvs []*mvccpb.KeyValue, err error) {
 	err = withPgx(conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
-		b.Queue("BEGIN")
+		d.queueBegin(b)
 		b.Queue(lockBatchSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.Rev) })
 		b.Queue(lockedStateSQL, keys).Query(func(rows pgx.Rows) error {
 			var err error
@@ -81,10 +80,10 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	}
 	return withPgx(conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
-		b.Queue("BEGIN")
+		n := d.queueBegin(b)
 		b.Queue(lockBatchSQL)
 		b.Queue(writeBatchSQL, writeBatchArgs(w, a)...)
-		return sendCommit(ctx, c, b, 2, true)
+		return sendCommit(ctx, c, b, n+1, true)
 	})
 }
 
@@ -150,11 +149,23 @@ func errOrTag(err error, tag pgconn.CommandTag) any {
 	return tag.String()
 }
 
+// queueBegin queues BEGIN, and behind a pooler the statement timeout a
+// session setting gives a direct connection; it returns how many
+// statements it queued.
+func (d *Dialect) queueBegin(b *pgx.Batch) int {
+	b.Queue("BEGIN")
+	if d.pooled.Load() && d.opts.StatementTimeout > 0 {
+		b.Queue(setLocalTimeout(d.opts.StatementTimeout.Milliseconds())[2:])
+		return 2
+	}
+	return 1
+}
+
 // withPgx runs f on the pgx connection beneath conn: pipelines have no
 // database/sql form.
 func withPgx(conn *sql.Conn, f func(*pgx.Conn) error) error {
 	return conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
+		c, ok := dc.(pgxConner)
 		if !ok {
 			return fmt.Errorf("postgres: the writer's connection is a %T, not pgx's", dc)
 		}

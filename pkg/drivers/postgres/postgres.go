@@ -15,10 +15,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -34,15 +35,30 @@ type Options struct {
 	// TLS is the client certificate and CA for the server, used where the
 	// endpoint URL does not name them (sslcert, sslkey, sslrootcert).
 	TLS tls.Config
-	// StatementTimeout is set as the sessions' statement_timeout; 0 leaves
-	// the server's (or the DSN's) setting.
+	// StatementTimeout is the statement_timeout of the pools' sessions
+	// (connected directly) or of each of their transactions (through a
+	// pooler); 0 leaves the server's (or the DSN's) setting.
 	StatementTimeout time.Duration
+	// ListenEndpoint, when set, is the database URL the LISTEN connection
+	// uses instead of the endpoint's: a direct connection to PostgreSQL
+	// where the endpoint is a pooler that cannot deliver notifications.
+	ListenEndpoint string
 }
 
 // Dialect connects to one PostgreSQL database.
 type Dialect struct {
+	// cfg has only what every pooler accepts at startup (user, database,
+	// application_name, the DSN's own parameters).
 	cfg  *pgx.ConnConfig
 	opts Options
+	// listenCfg is the LISTEN connection's (ListenEndpoint's, or cfg).
+	listenCfg *pgx.ConnConfig
+	// execModeSet: the DSN chose pgx's default_query_exec_mode itself.
+	execModeSet bool
+
+	mu       sync.Mutex
+	detected bool
+	pooled   atomic.Bool // no proof of a direct connection (pooler.go)
 }
 
 // channel is the LISTEN/NOTIFY channel; notifications are per database.
@@ -52,9 +68,10 @@ const channel = "quantykube"
 const migrateLockID = 0x5175616e74794b // "QuantyK"
 
 // serveLockID is the advisory lock every server holds shared, on its
-// LISTEN connection, and checks when it opens the store (LockMigrate); an
-// import takes it exclusive (LockImport). Advisory locks are per database,
-// and a session's go when it ends, a crashed server's included.
+// LISTEN connection once that proved to be one session (listen.go), and
+// checks when it opens the store (LockMigrate); an import takes it
+// exclusive for its transaction (LockImport). Advisory locks are per
+// database, and a session's go when it ends, a crashed server's included.
 const serveLockID = 0x5175616e747953 // "QuantyS"
 
 // New parses a postgres:// or postgresql:// URL. Every libpq-style parameter
@@ -68,10 +85,36 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := parseConfig(dsn, "endpoint")
+	if err != nil {
+		return nil, err
+	}
+	listenCfg := cfg
+	if opts.ListenEndpoint != "" {
+		ldsn := opts.ListenEndpoint
+		if !strings.HasPrefix(ldsn, "postgres://") && !strings.HasPrefix(ldsn, "postgresql://") {
+			return nil, fmt.Errorf("postgres: the listen endpoint must start with postgres:// or postgresql://")
+		}
+		if ldsn, err = withTLSFiles(ldsn, opts.TLS); err != nil {
+			return nil, err
+		}
+		if listenCfg, err = parseConfig(ldsn, "listen endpoint"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Pool.MaxIdleTime == 0 {
+		opts.Pool.MaxIdleTime = 5 * time.Minute
+	}
+	return &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode=")}, nil
+}
+
+// parseConfig parses a database URL with QuantyKube's defaults: a 10 s
+// connect timeout and application_name quantykube, unless it names them.
+func parseConfig(dsn, what string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote the DSN, password included.
-		return nil, errors.New("postgres: cannot parse the endpoint URL (check its syntax and parameters)")
+		return nil, fmt.Errorf("postgres: cannot parse the %s URL (check its syntax and parameters)", what)
 	}
 	if !strings.Contains(dsn, "connect_timeout=") {
 		cfg.ConnectTimeout = 10 * time.Second
@@ -79,20 +122,49 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "quantykube"
 	}
-	if opts.StatementTimeout > 0 {
-		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
-	}
-	if opts.Pool.MaxIdleTime == 0 {
-		opts.Pool.MaxIdleTime = 5 * time.Minute
-	}
-	return &Dialect{cfg: cfg, opts: opts}, nil
+	return cfg, nil
 }
+
+// poolConfig is the pools' connection configuration, once the first call
+// has found whether the endpoint is PostgreSQL itself (pooler.go): there,
+// the statement timeout is a session setting and statements are prepared
+// once per connection; behind a pooler, neither outlives a transaction.
+func (d *Dialect) poolConfig(ctx context.Context) (*pgx.ConnConfig, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.detected {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ok, err := direct(dctx, d.cfg.Copy())
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("postgres: connect to %s: %w", d.where(), err)
+		}
+		d.detected = true
+		d.pooled.Store(!ok)
+	}
+	cfg := d.cfg.Copy()
+	switch {
+	case !d.pooled.Load() && d.opts.StatementTimeout > 0:
+		cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.opts.StatementTimeout.Milliseconds(), 10)
+	case d.pooled.Load() && !d.execModeSet:
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
+	return cfg, nil
+}
+
+// Pooled reports whether the dialect found no proof that it talks to
+// PostgreSQL directly and keeps to what works through a pooler (known
+// once a pool was opened).
+func (d *Dialect) Pooled() bool { return d.pooled.Load() }
 
 func (d *Dialect) Name() string { return "postgres" }
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
-	wcfg := d.cfg.Copy()
-	writer = stdlib.OpenDB(*wcfg)
+	cfg, err := d.poolConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	writer = d.openDB(cfg)
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -102,11 +174,9 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		writer.Close()
 		return nil, nil, fmt.Errorf("postgres: connect to %s: %w", d.where(), err)
 	}
-	rcfg := d.cfg.Copy()
-	// A read transaction sees one snapshot: the header revision it reads
-	// from meta matches the rows it returns.
-	rcfg.RuntimeParams["default_transaction_isolation"] = "repeatable read"
-	reader = stdlib.OpenDB(*rcfg)
+	// Read transactions ask for REPEATABLE READ themselves (mvcc's readTx):
+	// a session default would not reach a pooler's server connections.
+	reader = d.openDB(cfg)
 	d.opts.Pool.Apply(reader, max(8, 4*runtime.GOMAXPROCS(0)))
 	return writer, reader, nil
 }
@@ -229,7 +299,11 @@ func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
 // its own. From the catalog: information_schema leaves out what the role
 // has no privilege on, which would make another's database look empty.
 func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
-	db := stdlib.OpenDB(*d.cfg.Copy())
+	cfg, err := d.poolConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db := d.openDB(cfg)
 	defer db.Close()
 	names, err := generic.QueryStrings(ctx, db, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`)
 	if err != nil {
@@ -262,55 +336,27 @@ func (d *Dialect) Notify(ctx context.Context, ex mvcc.Execer, payload string) er
 }
 
 // Listen holds one dedicated connection in LISTEN; it reconnects with
-// backoff (100 ms doubling to 5 s) while the database is away.
-func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload string)) {
+// backoff (100 ms doubling to 5 s) while the database is away. It returns
+// mvcc.ErrNoNotifications when a notification sent from another
+// connection does not reach it (listen.go).
+func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload string)) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if d.listenOnce(ctx, up, wake) {
+		listened, err := d.listenOnce(ctx, up, wake)
+		if errors.Is(err, mvcc.ErrNoNotifications) {
+			return err
+		}
+		if listened {
 			backoff = 100 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-}
-
-// listenOnce reports whether it got as far as listening.
-func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(string)) bool {
-	cfg := d.cfg.Copy()
-	cfg.RuntimeParams["application_name"] += "-listen"
-	delete(cfg.RuntimeParams, "statement_timeout")
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return false
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		conn.Close(cctx)
-	}()
-	// Held for as long as this connection lives: an import refuses to run
-	// while it is (LockImport), and this waits while one runs.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, int64(serveLockID)); err != nil {
-		return false
-	}
-	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
-		return false
-	}
-	// From here every committed notification arrives on conn, until an
-	// error ends it: a lost connection, or the server ending the session.
-	up(true)
-	defer up(false)
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true
-		}
-		wake(n.Payload)
-	}
+	return nil
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
@@ -372,15 +418,19 @@ func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// LockImport takes the serve lock exclusively for db's session: granted
-// only while no server's LISTEN connection holds it, and every server
-// opening the store meanwhile is refused (LockMigrate). A server whose
-// LISTEN connection is not up (the moment between opening the store and
-// listening, or a reconnect) does not hold it: the import's check that
-// the target is empty is what remains then.
-func (d *Dialect) LockImport(ctx context.Context, db *sql.DB) error {
+// LockImport takes the serve lock exclusively for the import's
+// transaction: granted only while no server's LISTEN connection holds it,
+// and every server opening the store meanwhile is refused (LockMigrate).
+// Transaction-scoped, as the import is one transaction: a session lock
+// taken through a pooler in transaction mode would stay with a server
+// connection after the import, and refuse every server for as long as that
+// connection lived. A server whose LISTEN connection does not hold the
+// lock (the moment between opening the store and listening, a reconnect,
+// or a connection without notifications, ADR-026) is not seen: the
+// import's check that the target is empty is what remains then.
+func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 	var ok bool
-	if err := db.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
 		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
 	}
 	if !ok {

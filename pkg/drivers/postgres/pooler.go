@@ -1,0 +1,187 @@
+package postgres
+
+// Connections that work behind a pooler (ADR-026). A pooler in transaction
+// mode (PgBouncer's usual setting) hands each transaction, or each
+// statement outside one, to whichever server connection is free, so
+// nothing may outlive a transaction: no session settings, no startup
+// parameters a pooler refuses, no named prepared statements. Unless the
+// connection proves to be PostgreSQL's own backend, the dialect assumes a
+// pooler and keeps to what works on any connection.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// direct reports whether the server cfg names is PostgreSQL's own backend
+// rather than a pooler. The BackendKeyData a backend sends at startup
+// carries its process ID, which pg_backend_pid() returns; a pooler sends a
+// key of its own (PgBouncer, Odyssey, pgcat and Supavisor make one up:
+// the client is not tied to one server connection, so no backend's key
+// would cancel its queries). Two statements, each a transaction of its
+// own, must both name that process: a pooler passing one backend's key on
+// would be caught when it moves the second elsewhere. A pooler that
+// passes the key on and keeps the connection for the whole session
+// (session mode) is a session, which is what the faster mode needs.
+func direct(ctx context.Context, cfg *pgx.ConnConfig) (bool, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	key := conn.PgConn().PID()
+	for range 2 {
+		var pid uint32
+		// Simple protocol: no statement is left on the server.
+		if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
+			return false, err
+		}
+		if pid != key {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// connector opens the pools' connections (database/sql through pgx's
+// stdlib). Behind a pooler (pooled) it keeps every connection free of
+// state between transactions: statements are not prepared on the server,
+// and a transaction sets its isolation and statement_timeout itself.
+type connector struct {
+	driver.Connector
+	pooled    bool
+	timeoutMs int64 // statement_timeout of each transaction when pooled (0: none)
+}
+
+func (d *Dialect) openDB(cfg *pgx.ConnConfig) *sql.DB {
+	return sql.OpenDB(connector{Connector: stdlib.GetConnector(*cfg), pooled: d.pooled.Load(), timeoutMs: d.opts.StatementTimeout.Milliseconds()})
+}
+
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.Connector.Connect(ctx)
+	if err != nil || !c.pooled {
+		return dc, err
+	}
+	sc, ok := dc.(*stdlib.Conn)
+	if !ok {
+		dc.Close()
+		return nil, fmt.Errorf("postgres: pgx's stdlib connector made a %T", dc)
+	}
+	return &pooledConn{stdConn: sc, timeoutMs: c.timeoutMs}, nil
+}
+
+// pooledConn is a pgx stdlib connection that leaves nothing on the server
+// between transactions. Every other method is stdlib's.
+type pooledConn struct {
+	*stdConn
+	timeoutMs int64
+}
+
+// stdConn names the embedded field so that it does not hide stdlib.Conn's
+// Conn method.
+type stdConn = stdlib.Conn
+
+// BeginTx sends the isolation level and the statement timeout with BEGIN,
+// in one simple-protocol message: one round trip, as a bare BEGIN.
+func (c *pooledConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	q, err := beginSQL(sql.IsolationLevel(opts.Isolation), opts.ReadOnly, c.timeoutMs)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := c.Conn().BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
+	if err != nil {
+		return nil, err
+	}
+	return pooledTx{ctx: ctx, tx: tx}, nil
+}
+
+// beginSQL begins a transaction with everything a session setting would
+// otherwise have given it.
+func beginSQL(iso sql.IsolationLevel, readOnly bool, timeoutMs int64) (string, error) {
+	q := "BEGIN"
+	switch iso {
+	case sql.LevelDefault:
+	case sql.LevelReadCommitted:
+		q += " ISOLATION LEVEL READ COMMITTED"
+	case sql.LevelRepeatableRead, sql.LevelSnapshot:
+		q += " ISOLATION LEVEL REPEATABLE READ"
+	case sql.LevelSerializable:
+		q += " ISOLATION LEVEL SERIALIZABLE"
+	default:
+		return "", fmt.Errorf("postgres: unsupported isolation level %v", iso)
+	}
+	if readOnly {
+		q += " READ ONLY"
+	}
+	return q + setLocalTimeout(timeoutMs), nil
+}
+
+// setLocalTimeout is the statement that gives a transaction its
+// statement_timeout, after a ';' to go in BEGIN's message ("" for none).
+func setLocalTimeout(ms int64) string {
+	if ms <= 0 {
+		return ""
+	}
+	return "; SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
+}
+
+type pooledTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (t pooledTx) Commit() error   { return t.tx.Commit(t.ctx) }
+func (t pooledTx) Rollback() error { return t.tx.Rollback(t.ctx) }
+
+// PrepareContext prepares nothing on the server: the statement's text is
+// sent with each execution (pgx's cache_describe mode: one round trip,
+// binary parameters and results, as a prepared statement's), since a named
+// statement would be on one server connection and executed on another.
+func (c *pooledConn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
+	return &unpreparedStmt{c: c, q: query}, nil
+}
+
+type unpreparedStmt struct {
+	c *pooledConn
+	q string
+}
+
+func (s *unpreparedStmt) Close() error { return nil }
+
+// NumInput is unknown (-1): database/sql then leaves the count to the
+// server.
+func (s *unpreparedStmt) NumInput() int { return -1 }
+
+func (s *unpreparedStmt) Exec([]driver.Value) (driver.Result, error) {
+	return nil, driver.ErrSkip
+}
+
+func (s *unpreparedStmt) Query([]driver.Value) (driver.Rows, error) {
+	return nil, driver.ErrSkip
+}
+
+func (s *unpreparedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.c.ExecContext(ctx, s.q, args)
+}
+
+func (s *unpreparedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return s.c.QueryContext(ctx, s.q, args)
+}
+
+// pgxConner is a database/sql driver connection with pgx's beneath it:
+// stdlib's, and pooledConn through it.
+type pgxConner interface{ Conn() *pgx.Conn }
+
+var (
+	_ driver.ConnBeginTx        = (*pooledConn)(nil)
+	_ driver.ConnPrepareContext = (*pooledConn)(nil)
+	_ driver.StmtExecContext    = (*unpreparedStmt)(nil)
+	_ driver.StmtQueryContext   = (*unpreparedStmt)(nil)
+	_ pgxConner                 = (*pooledConn)(nil)
+)
