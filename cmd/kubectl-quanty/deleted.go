@@ -48,7 +48,7 @@ list is skipped, and named.
 			if len(args) > 1 {
 				return errors.New("want at most one TYPE")
 			}
-			if *all && s.kubectlOptions.namespace != "" {
+			if *all && s.kubectlOptions.namespace() != "" {
 				return errors.New("-A and -n exclude each other")
 			}
 			req := &historypb.Request{}
