@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -338,8 +337,7 @@ func TestHelpShowsExamples(t *testing.T) {
 }
 
 // Restoring the last state of an object that was being deleted warns and
-// takes the state from before its deletion began; an object whose owner
-// is gone brings the owner back first.
+// takes the state from before its deletion began (owners: owners_test.go).
 func TestRestoreSafety(t *testing.T) {
 	c := newCluster(t)
 	key := "/registry/configmaps/shop/kept"
@@ -367,28 +365,6 @@ func TestRestoreSafety(t *testing.T) {
 	c.ok("restore", "cm/kept", "--rev", fmt.Sprint(rDeleting), "--yes")
 	if v, _ := c.value(key); !bytes.Equal(v, before) {
 		t.Fatal("restore --yes did not take the state from before the deletion began")
-	}
-
-	deploy := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{Kind: "Deployment", APIVersion: "apps/v1"}, ObjectMeta: meta("shop", "web", "uid-deploy")}
-	rs := &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{Kind: "ReplicaSet", APIVersion: "apps/v1"},
-		ObjectMeta: meta("shop", "web-1", "uid-rs", controlledBy("Deployment", "apps/v1", "web", "uid-deploy"))}
-	dKey, rsKey := "/registry/deployments/shop/web", "/registry/replicasets/shop/web-1"
-	c.put(dKey, encode(t, deploy))
-	rsRev := c.put(rsKey, encode(t, rs))
-	c.del(rsKey)
-	c.del(dKey)
-	code, out, errOut = c.run("", "restore", "rs/web-1", "--rev", fmt.Sprint(rsRev), "--yes", "-o", "json")
-	if code != 0 || !strings.Contains(errOut, "its owner deployment.apps/web in namespace shop no longer exists: the garbage collector will delete") {
-		t.Fatalf("restore of an orphan: exit %d\n%s\n%s", code, out, errOut)
-	}
-	var res restoreResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Action != "create" || res.Revision != rsRev {
-		t.Fatalf("restore -o json = %q (%v)", out, err)
-	}
-	_, dRev := c.value(dKey)
-	_, rRev := c.value(rsKey)
-	if dRev == 0 || rRev <= dRev {
-		t.Fatalf("owner restored at %d, the ReplicaSet at %d: want the owner first", dRev, rRev)
 	}
 }
 
