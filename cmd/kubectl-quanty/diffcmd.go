@@ -199,8 +199,11 @@ func (s *session) showDiff(t target, from, to snapshot) error {
 		return err
 	}
 	if s.externalDiff != "" {
+		// The program's output is its own, and may be painted: it goes out
+		// raw, and what it reads, the files, is escaped instead.
 		differs, err := externalDiff(s.externalDiff, t.diffFile(),
-			side{label: fmt.Sprintf("FROM-REV-%d", from.rev), text: a}, side{label: fmt.Sprintf("TO-REV-%d", to.rev), text: b}, s.out, s.errOut)
+			side{label: fmt.Sprintf("FROM-REV-%d", from.rev), text: string(escapeControls([]byte(a)))},
+			side{label: fmt.Sprintf("TO-REV-%d", to.rev), text: string(escapeControls([]byte(b)))}, rawOf(s.out), rawOf(s.errOut))
 		if err != nil {
 			return err
 		}
@@ -209,11 +212,11 @@ func (s *session) showDiff(t target, from, to snapshot) error {
 		}
 		return nil
 	}
-	d := unified(fmt.Sprintf("%s (%s)", t.nameOnly(), from.label), fmt.Sprintf("%s (%s)", t.nameOnly(), to.label), a, b, s.outIsTerminal)
+	d := unified(fmt.Sprintf("%s (%s)", t.nameOnly(), from.label), fmt.Sprintf("%s (%s)", t.nameOnly(), to.label), a, b)
 	if d == "" {
 		return nil
 	}
-	if _, err := fmt.Fprint(s.out, d); err != nil {
+	if err := writeDiff(s.out, d, s.outIsTerminal); err != nil {
 		return err
 	}
 	return &exitError{code: 1}

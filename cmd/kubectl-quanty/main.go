@@ -87,6 +87,8 @@ func main() {
 
 // run runs one command line and returns the exit status.
 func (p *plugin) run(ctx context.Context, args []string) int {
+	// Everything printed goes through the output layer (screen.go).
+	p.out, p.errOut = newScreen(p.out), newScreen(p.errOut)
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 && args[0] == "help" {
 			return p.run(ctx, []string{args[1], "--help"})

@@ -145,7 +145,7 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	if err != nil {
 		return r, err
 	}
-	fmt.Fprint(s.errOut, unified(t.nameOnly()+" ("+from.label+")", t.nameOnly()+" ("+to.label+")", a, b, false))
+	fmt.Fprint(s.errOut, unified(t.nameOnly()+" ("+from.label+")", t.nameOnly()+" ("+to.label+")", a, b))
 	if o.dryRun {
 		return r, nil
 	}
