@@ -15,13 +15,13 @@ import (
 
 var restoreCmd = &command{
 	name:  "restore",
-	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [-o text|json|yaml]",
+	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [--with-owners] [--show-secrets] [-o text|json|yaml]",
 	short: "Write an object back as it was at a revision or a time",
 	long: `Writes the object back as it was at revision N or at TIME: its old value,
 uid included, or a delete if it did not exist then, as an ordinary new
 revision that kube-apiserver and its watchers see. It shows the diff from
 now and asks before writing; --yes answers for scripts, --dry-run only
-shows.
+shows. A Secret's values are masked in the diff unless --show-secrets.
 
 It warns, and offers the revision from before the deletion began, when
 the revision is one of an object being deleted (deletionTimestamp set:
@@ -57,13 +57,14 @@ yourself if it should come back.
 		dryRun := fs.Bool("dry-run", false, "show what would be written, write nothing")
 		yes := fs.Bool("yes", false, "do not ask: restore (and take the revision offered from before a deletion began; owners only with --with-owners)")
 		withOwners := fs.Bool("with-owners", false, "restore first each gone owner that is its controller in its namespace, after listing them")
+		showSecrets := showSecretsFlag(fs, "in the diff")
 		out := outputFlag(fs, "text", "json", "yaml")
 		return func(ctx context.Context, s *session, args []string) error {
 			t, rev, old, err := s.stateAt(ctx, args, *key, &at, out)
 			if err != nil {
 				return err
 			}
-			o := restoreOpts{dryRun: *dryRun, yes: *yes, withOwners: *withOwners}
+			o := restoreOpts{dryRun: *dryRun, yes: *yes, withOwners: *withOwners, showSecrets: *showSecrets}
 			if rev, old, err = s.checkDeleting(ctx, t, rev, old, o); err != nil {
 				return err
 			}
@@ -79,7 +80,7 @@ yourself if it should come back.
 	},
 }
 
-type restoreOpts struct{ dryRun, yes, withOwners bool }
+type restoreOpts struct{ dryRun, yes, withOwners, showSecrets bool }
 
 // restoreResult is what restore did, as -o json prints it.
 type restoreResult struct {
@@ -137,11 +138,7 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	}
 	from := snapshot{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", stateRevision(nowRev, cur))}
 	to := snapshot{rev: rev, kv: old, label: fmt.Sprintf("revision %d", rev)}
-	a, err := from.text()
-	if err != nil {
-		return r, err
-	}
-	b, err := to.text()
+	a, b, err := diffTexts(from, to, o.showSecrets)
 	if err != nil {
 		return r, err
 	}

@@ -96,8 +96,7 @@ func TestDecodeEncryptedSecret(t *testing.T) {
 		}
 	}
 	// A diff shows that the ciphertext changed, and never the ciphertext.
-	a, _ := snapshot{kv: &mvccpb.KeyValue{Value: ciphertext}}.text()
-	b, _ := snapshot{kv: &mvccpb.KeyValue{Value: append(ciphertext, 'x')}}.text()
+	a, b, _ := diffTexts(snapshot{kv: &mvccpb.KeyValue{Value: ciphertext}}, snapshot{kv: &mvccpb.KeyValue{Value: append(ciphertext, 'x')}}, false)
 	if a == b || strings.Contains(a, "binary") || !strings.HasPrefix(a, "# encrypted at rest") {
 		t.Fatalf("diff texts %q and %q", a, b)
 	}
