@@ -149,14 +149,21 @@ func (v value) shown(rev int64, managedFields bool) map[string]any {
 	return u.Object
 }
 
-// render prints obj as kubectl's -o yaml or -o json do.
+// render prints obj as kubectl's -o yaml or -o json do, with every
+// control character escaped (jsonControls). YAML is made from the JSON
+// as sigs.k8s.io/yaml.Marshal makes it, but from the escaped JSON: the
+// YAML parser it goes through refuses DEL and C1 characters raw.
 func render(obj any, format string) ([]byte, error) {
 	switch format {
 	case "json":
 		b, err := json.MarshalIndent(obj, "", "    ")
-		return append(b, '\n'), err
+		return append(jsonControls(b), '\n'), err
 	case "yaml":
-		return yaml.Marshal(obj)
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		return yaml.JSONToYAML(jsonControls(b))
 	}
 	return nil, fmt.Errorf("unknown output format %q", format)
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 
@@ -48,7 +47,7 @@ list is skipped, and named.
 			if len(args) > 1 {
 				return errors.New("want at most one TYPE")
 			}
-			if *all && s.kubectlOptions.namespace != "" {
+			if *all && s.kubectlOptions.namespace() != "" {
 				return errors.New("-A and -n exclude each other")
 			}
 			req := &historypb.Request{}
@@ -265,7 +264,7 @@ func (s *session) printDeleted(rows []deletedRow, format string) error {
 		fmt.Fprintln(s.errOut, "No deleted objects found.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(s.out, 0, 8, 3, ' ', 0)
+	tw := newTabular(s.out, 3)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDELETED\tTIME\tLAST REVISION\tRESTORE --rev")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s ago\t%s\t%s\t%s\n", dash(r.Namespace), r.Type, r.Name, s.age(r.DeletedUnixMs), r.DeletedTime,

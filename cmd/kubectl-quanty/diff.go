@@ -155,18 +155,11 @@ func splitLines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
-// unified is the unified diff of a and b, "" when they are the same.
-// With color, removals are red, additions green and hunk headers cyan,
-// as git shows them.
-func unified(aName, bName, a, b string, color bool) string {
+// unified is the unified diff of a and b, "" when they are the same
+// (writeDiff paints it).
+func unified(aName, bName, a, b string) string {
 	al, bl := splitLines(a), splitLines(b)
 	es := diffLines(al, bl)
-	paint := func(code, s string) string {
-		if !color {
-			return s
-		}
-		return "\x1b[" + code + "m" + s + "\x1b[0m"
-	}
 	var out strings.Builder
 	for i := 0; i < len(es); {
 		if es[i].op == ' ' {
@@ -186,7 +179,7 @@ func unified(aName, bName, a, b string, color bool) string {
 		}
 		stop := min(len(es), end+diffContext+1)
 		if out.Len() == 0 {
-			out.WriteString(paint("1", "--- "+aName) + "\n" + paint("1", "+++ "+bName) + "\n")
+			out.WriteString("--- " + aName + "\n+++ " + bName + "\n")
 		}
 		var na, nb int
 		for _, e := range es[start:stop] {
@@ -197,15 +190,15 @@ func unified(aName, bName, a, b string, color bool) string {
 				nb++
 			}
 		}
-		out.WriteString(paint("36", fmt.Sprintf("@@ -%s +%s @@", hunkRange(es[start].a, na), hunkRange(es[start].b, nb))) + "\n")
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(es[start].a, na), hunkRange(es[start].b, nb))
 		for _, e := range es[start:stop] {
 			switch e.op {
 			case ' ':
 				out.WriteString(" " + al[e.a] + "\n")
 			case '-':
-				out.WriteString(paint("31", "-"+al[e.a]) + "\n")
+				out.WriteString("-" + al[e.a] + "\n")
 			case '+':
-				out.WriteString(paint("32", "+"+bl[e.b]) + "\n")
+				out.WriteString("+" + bl[e.b] + "\n")
 			}
 		}
 		i = stop

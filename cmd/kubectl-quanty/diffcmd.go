@@ -15,12 +15,15 @@ import (
 
 var diffCmd = &command{
 	name:  "diff",
-	usage: "TYPE/NAME [-n NS] [--rev A | --at T1] [--rev B | --at T2]",
+	usage: "TYPE/NAME [-n NS] [--rev A | --at T1] [--rev B | --at T2] [--show-secrets]",
 	short: "Show what changed between two revisions, as a unified YAML diff",
 	long: `Shows a unified diff of the object's YAML between two points in its history.
 With no point, the state before its last change against now; with one
 (--rev or --at), that point against now; with two, the older against the
-newer. metadata.managedFields and resourceVersion are left out.
+newer. metadata.managedFields and resourceVersion are left out. A
+Secret's values are masked as kubectl diff masks them ("***", and
+"*** (before)" and "*** (after)" where a value changed) unless
+--show-secrets.
 
 KUBECTL_EXTERNAL_DIFF is run instead of the built-in diff, as kubectl diff
 runs it: with two folders holding the object's file under the same name.
@@ -44,8 +47,9 @@ The exit status is that of kubectl diff: 0 no differences, 1 differences,
 		key := keyFlag(fs)
 		revs := fs.Int64Slice("rev", nil, "a revision to compare (once or twice)")
 		ats := fs.StringArray("at", nil, "a time to compare (once or twice): RFC 3339, a local date-time or relative (-15m)")
+		showSecrets := showSecretsFlag(fs, "in the diff")
 		return func(ctx context.Context, s *session, args []string) error {
-			return s.diff(ctx, args, *key, *revs, *ats)
+			return s.diff(ctx, args, *key, *revs, *ats, *showSecrets)
 		}
 	},
 	errStatus: 2,
@@ -58,12 +62,14 @@ type snapshot struct {
 	label string
 }
 
-// text is the snapshot's YAML as diffs show it. A value that is not an
-// object shows as a comment line, an encrypted one with a hash of its
-// ciphertext so that a change still shows.
-func (v snapshot) text() (string, error) {
+// content is what a diff shows of the snapshot: the object as kubectl
+// get shows it, without resourceVersion and managedFields (a copy, to
+// mask), or for a value that is not an object, a comment line saying
+// what it is (for an encrypted one, with a hash of its ciphertext, so
+// that a change still shows). Both are empty when it did not exist.
+func (v snapshot) content() (map[string]any, string) {
 	if v.kv == nil {
-		return "", nil
+		return nil, ""
 	}
 	val := decodeValue(v.kv.Value)
 	if val.Object == nil {
@@ -71,13 +77,35 @@ func (v snapshot) text() (string, error) {
 		if val.Encrypted != "" {
 			note += fmt.Sprintf(", sha256:%x", sha256.Sum256(v.kv.Value))
 		}
-		return "# " + note + "\n", nil
+		return nil, "# " + note + "\n"
 	}
-	b, err := render(val.shown(0, false), "yaml")
-	return string(b), err
+	return val.shown(0, false), ""
 }
 
-func (s *session) diff(ctx context.Context, args []string, key string, revs []int64, ats []string) error {
+// diffTexts are the YAML texts of two snapshots as a diff shows them,
+// a Secret's values masked (secrets.go) unless showSecrets.
+func diffTexts(from, to snapshot, showSecrets bool) (string, string, error) {
+	a, noteA := from.content()
+	b, noteB := to.content()
+	if !showSecrets {
+		maskSecrets(a, b)
+	}
+	text := func(obj map[string]any, note string) (string, error) {
+		if obj == nil {
+			return note, nil
+		}
+		y, err := render(obj, "yaml")
+		return string(y), err
+	}
+	ta, err := text(a, noteA)
+	if err != nil {
+		return "", "", err
+	}
+	tb, err := text(b, noteB)
+	return ta, tb, err
+}
+
+func (s *session) diff(ctx context.Context, args []string, key string, revs []int64, ats []string, showSecrets bool) error {
 	if len(revs)+len(ats) > 2 {
 		return errors.New("at most two points: --rev and --at, twice at most in all")
 	}
@@ -125,7 +153,7 @@ func (s *session) diff(ctx context.Context, args []string, key string, revs []in
 	if from.rev > to.rev {
 		from, to = to, from
 	}
-	return s.showDiff(t, from, to)
+	return s.showDiff(t, from, to, showSecrets)
 }
 
 // snapshot reads one point; label has a %d for the revision of what it
@@ -189,18 +217,17 @@ func (t target) diffFile() string {
 	return strings.Join(parts, ".")
 }
 
-func (s *session) showDiff(t target, from, to snapshot) error {
-	a, err := from.text()
-	if err != nil {
-		return err
-	}
-	b, err := to.text()
+func (s *session) showDiff(t target, from, to snapshot, showSecrets bool) error {
+	a, b, err := diffTexts(from, to, showSecrets)
 	if err != nil {
 		return err
 	}
 	if s.externalDiff != "" {
+		// The program's output is its own, and may be painted: it goes out
+		// raw, and what it reads, the files, is escaped instead.
 		differs, err := externalDiff(s.externalDiff, t.diffFile(),
-			side{label: fmt.Sprintf("FROM-REV-%d", from.rev), text: a}, side{label: fmt.Sprintf("TO-REV-%d", to.rev), text: b}, s.out, s.errOut)
+			side{label: fmt.Sprintf("FROM-REV-%d", from.rev), text: string(escapeControls([]byte(a)))},
+			side{label: fmt.Sprintf("TO-REV-%d", to.rev), text: string(escapeControls([]byte(b)))}, rawOf(s.out), rawOf(s.errOut))
 		if err != nil {
 			return err
 		}
@@ -209,11 +236,11 @@ func (s *session) showDiff(t target, from, to snapshot) error {
 		}
 		return nil
 	}
-	d := unified(fmt.Sprintf("%s (%s)", t.nameOnly(), from.label), fmt.Sprintf("%s (%s)", t.nameOnly(), to.label), a, b, s.outIsTerminal)
+	d := unified(fmt.Sprintf("%s (%s)", t.nameOnly(), from.label), fmt.Sprintf("%s (%s)", t.nameOnly(), to.label), a, b)
 	if d == "" {
 		return nil
 	}
-	if _, err := fmt.Fprint(s.out, d); err != nil {
+	if err := writeDiff(s.out, d, s.outIsTerminal); err != nil {
 		return err
 	}
 	return &exitError{code: 1}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // The fake's settings, from the test through the environment.
@@ -51,13 +52,12 @@ func fakeKubectl(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("kubectl", pflag.ContinueOnError)
 	raw := fs.String("raw", "", "")
 	file := fs.StringP("filename", "f", "", "")
-	as := fs.String("as", "", "")
-	asGroups := fs.StringArray("as-group", nil, "")
 	output := fs.String("output", "", "")
 	fs.Bool("minify", false, "")
-	for _, n := range []string{"kubeconfig", "context", "cluster", "user", "namespace", "request-timeout"} {
-		fs.String(n, "", "")
-	}
+	// kubectl's global flags, as kubectl itself registers them.
+	global := genericclioptions.NewConfigFlags(false).WithDeprecatedPasswordFlag()
+	global.AddFlags(fs)
+	as, asGroups := global.Impersonate, global.ImpersonateGroup
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1

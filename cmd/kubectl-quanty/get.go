@@ -12,12 +12,17 @@ import (
 
 var getCmd = &command{
 	name:  "get",
-	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [-o yaml|json|name]",
+	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [-o yaml|json|name] [--show-secrets]",
 	short: "Show an object as it was at a revision or a time",
 	long: `Prints the object as it was at revision N, or at TIME (the newest revision
 committed then), as kubectl get -o yaml prints it: metadata.resourceVersion
 is the revision, managedFields are left out unless asked for. A value
 encrypted at rest is never printed: only kube-apiserver can decrypt it.
+
+A Secret's values (data, stringData, and those in kubectl apply's
+last-applied-configuration annotation) are printed as "***", in -o yaml
+and -o json too, unless --show-secrets: then as stored, as kubectl get
+prints them, for a script that needs them.
 `,
 	examples: `
   # The ConfigMap as it was at revision 1234 (revisions come from kubectl quanty log)
@@ -34,6 +39,7 @@ encrypted at rest is never printed: only kube-apiserver can decrypt it.
 		var at point
 		at.register(fs, "to show")
 		managed := fs.Bool("show-managed-fields", false, "keep metadata.managedFields (as kubectl get)")
+		showSecrets := showSecretsFlag(fs, "in every output format")
 		out := outputFlag(fs, "yaml", "json", "name")
 		return func(ctx context.Context, s *session, args []string) error {
 			t, rev, kv, err := s.stateAt(ctx, args, *key, &at, out)
@@ -51,7 +57,11 @@ encrypted at rest is never printed: only kube-apiserver can decrypt it.
 			if v.Object == nil {
 				return fmt.Errorf("%s at revision %d: %s", t, kv.ModRevision, v.describe())
 			}
-			b, err := render(v.shown(kv.ModRevision, *managed), out.format)
+			obj := v.shown(kv.ModRevision, *managed)
+			if !*showSecrets {
+				maskSecrets(obj, nil)
+			}
+			b, err := render(obj, out.format)
 			if err != nil {
 				return err
 			}

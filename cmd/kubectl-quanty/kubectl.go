@@ -16,47 +16,54 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
-// kubectlFlags are kubectl's own flags that the plugin passes on to every
-// kubectl it runs.
+// kubectlFlags are kubectl's global flags (kubectl options), parsed by
+// k8s.io/cli-runtime's ConfigFlags as kubectl parses them, with the
+// deprecated --username and --password that kubectl still takes: the
+// plugin takes every flag kubectl takes for reaching a cluster, and
+// passes on to each kubectl it runs exactly those the user gave, so
+// that kubectl alone decides what a missing one means (the kubeconfig's
+// value, its own default).
 type kubectlFlags struct {
-	kubeconfig, context, cluster, user string
-	namespace                          string
-	as                                 string
-	asGroups                           []string
-	requestTimeout                     string
+	config *genericclioptions.ConfigFlags
+	fs     *pflag.FlagSet // ConfigFlags' flags and no other
 }
 
-func (f *kubectlFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (as kubectl)")
-	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use (as kubectl)")
-	fs.StringVar(&f.cluster, "cluster", "", "the kubeconfig cluster to use (as kubectl)")
-	fs.StringVar(&f.user, "user", "", "the kubeconfig user to use (as kubectl)")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "the namespace (default: the context's, as kubectl)")
-	fs.StringVar(&f.as, "as", "", "user to impersonate (as kubectl)")
-	fs.StringArrayVar(&f.asGroups, "as-group", nil, "group to impersonate, repeatable (as kubectl)")
-	fs.StringVar(&f.requestTimeout, "request-timeout", "", "how long kubectl waits for one answer, e.g. 30s (as kubectl)")
+func newKubectlFlags() *kubectlFlags {
+	f := &kubectlFlags{
+		config: genericclioptions.NewConfigFlags(false).WithDeprecatedPasswordFlag(),
+		fs:     pflag.NewFlagSet("kubectl", pflag.ContinueOnError),
+	}
+	f.config.AddFlags(f.fs)
+	return f
 }
 
-// args are the flags as kubectl takes them, only those given.
+// register adds the flags to a command's flags: the same *pflag.Flag
+// values, so that parsing the command line marks which were given.
+func (f *kubectlFlags) register(fs *pflag.FlagSet) { fs.AddFlagSet(f.fs) }
+
+// namespace is -n as given, "" without it.
+func (f *kubectlFlags) namespace() string { return *f.config.Namespace }
+
+// args are the flags the user gave, as --NAME=VALUE: a default (such as
+// --cache-dir's, from $HOME) is never passed on, and a repeated flag
+// (--as-group) is passed on once per value.
 func (f *kubectlFlags) args() []string {
 	var a []string
-	add := func(name, v string) {
-		if v != "" {
-			a = append(a, "--"+name+"="+v)
+	f.fs.VisitAll(func(fl *pflag.Flag) {
+		if !fl.Changed {
+			return
 		}
-	}
-	add("kubeconfig", f.kubeconfig)
-	add("context", f.context)
-	add("cluster", f.cluster)
-	add("user", f.user)
-	add("namespace", f.namespace)
-	add("as", f.as)
-	for _, g := range f.asGroups {
-		add("as-group", g)
-	}
-	add("request-timeout", f.requestTimeout)
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				a = append(a, "--"+fl.Name+"="+v)
+			}
+			return
+		}
+		a = append(a, "--"+fl.Name+"="+fl.Value.String())
+	})
 	return a
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 
@@ -159,7 +158,7 @@ func (s *session) printLog(t target, rows []logRow, format string) error {
 		fmt.Fprintf(s.errOut, "No history found for %s.\n", t)
 		return nil
 	}
-	tw := tabwriter.NewWriter(s.out, 0, 8, 3, ' ', 0)
+	tw := newTabular(s.out, 3)
 	fmt.Fprintln(tw, "REVISION\tAGE\tTIME\tACTION\tCHANGES")
 	for _, r := range rows {
 		action := r.Action

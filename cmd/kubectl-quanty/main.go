@@ -69,7 +69,7 @@ type plugin struct {
 	outIsTerminal  bool
 	externalDiff   string // KUBECTL_EXTERNAL_DIFF
 	loc            *time.Location
-	kubectlOptions kubectlFlags
+	kubectlOptions *kubectlFlags
 	etcdPrefix     string
 }
 
@@ -87,6 +87,8 @@ func main() {
 
 // run runs one command line and returns the exit status.
 func (p *plugin) run(ctx context.Context, args []string) int {
+	// Everything printed goes through the output layer (screen.go).
+	p.out, p.errOut = newScreen(p.out), newScreen(p.errOut)
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 && args[0] == "help" {
 			return p.run(ctx, []string{args[1], "--help"})
@@ -111,22 +113,26 @@ func (p *plugin) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(p.errOut, "error: unknown command %q for \"kubectl quanty\"\nRun 'kubectl quanty --help' for usage.\n", args[0])
 		return 1
 	}
+	// The command's own flags, then kubectl's: one command line, two
+	// sections of help.
+	own := pflag.NewFlagSet("kubectl quanty "+cmd.name, pflag.ContinueOnError)
+	own.SortFlags = false
+	runFn := cmd.setup(own)
+	own.StringVar(&p.etcdPrefix, "etcd-prefix", storagekey.DefaultPrefix, "kube-apiserver's --etcd-prefix, under which it stores objects")
+	p.kubectlOptions = newKubectlFlags()
 	fs := pflag.NewFlagSet("kubectl quanty "+cmd.name, pflag.ContinueOnError)
-	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
-	runFn := cmd.setup(fs)
-	p.kubectlOptions = kubectlFlags{}
+	fs.AddFlagSet(own)
 	p.kubectlOptions.register(fs)
-	fs.StringVar(&p.etcdPrefix, "etcd-prefix", storagekey.DefaultPrefix, "kube-apiserver's --etcd-prefix, under which it stores objects")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(p.out, cmd.help(fs))
+			fmt.Fprint(p.out, cmd.help(own, p.kubectlOptions.fs))
 			return 0
 		}
 		fmt.Fprintf(p.errOut, "error: %v\nSee 'kubectl quanty %s --help' for usage.\n", err, cmd.name)
 		return cmd.failed()
 	}
-	k, err := newKubectl(&p.kubectlOptions)
+	k, err := newKubectl(p.kubectlOptions)
 	if err == nil {
 		s := &session{plugin: p, k: k, api: &historyAPI{k: k}, disc: newDiscovery(k)}
 		err = runFn(ctx, s, fs.Args())
@@ -149,13 +155,13 @@ func (p *plugin) run(ctx context.Context, args []string) int {
 const overviewText = `kubectl quanty: the history of Kubernetes objects kept by QuantyKube, and undo.
 
 Every command goes through kubectl (kubectl get --raw, kubectl create --raw)
-to the aggregated API quanty.quantyroot.io/v1alpha1, with kubectl's
---kubeconfig, --context, --cluster, --user, -n/--namespace, --as, --as-group
-and --request-timeout passed on. TYPE is what kubectl takes: a resource,
-its singular, kind or short name, optionally with .GROUP (deploy,
-deployments.apps, Widget.example.com). TIME is RFC 3339
-(2026-05-01T12:00:00Z), a local date-time (2026-05-01 14:00), "now", or
-relative to now: -15m, -2h, -1d.
+to the aggregated API quanty.quantyroot.io/v1alpha1, with each of kubectl's
+global flags that is given passed on (--kubeconfig, --context,
+-n/--namespace, --as, --server, --token, ...: kubectl options lists them).
+TYPE is what kubectl takes: a resource, its singular, kind or short name,
+optionally with .GROUP (deploy, deployments.apps, Widget.example.com).
+TIME is RFC 3339 (2026-05-01T12:00:00Z), a local date-time
+(2026-05-01 14:00), "now", or relative to now: -15m, -2h, -1d.
 
 Commands:
 `
@@ -186,9 +192,9 @@ func firstExample(examples string) string {
 	return ""
 }
 
-func (c *command) help(fs *pflag.FlagSet) string {
+func (c *command) help(own, kubectlFlags *pflag.FlagSet) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n%s\nUsage:\n  kubectl quanty %s %s\n\nExamples:\n%s\nFlags:\n%s", c.short, c.long, c.name, c.usage,
-		strings.TrimLeft(c.examples, "\n"), fs.FlagUsages())
+	fmt.Fprintf(&b, "%s\n\n%s\nUsage:\n  kubectl quanty %s %s\n\nExamples:\n%s\nFlags:\n%s\nkubectl's flags, passed on to every kubectl it runs (only those given):\n%s",
+		c.short, c.long, c.name, c.usage, strings.TrimLeft(c.examples, "\n"), own.FlagUsages(), kubectlFlags.FlagUsages())
 	return b.String()
 }

@@ -94,6 +94,11 @@ current-context: fake
 	if out := c.ok("log", "cm/web", "--as", "admin"); !strings.Contains(out, fmt.Sprint(revs[2])) || !strings.Contains(out, "data.color") {
 		t.Fatalf("log:\n%s", out)
 	}
+	// kubectl takes the global flags as the plugin passes them on.
+	if out := c.ok("log", "cm/web", "--as", "admin", "-s", apiserver.URL, "--token", "t0k3n", "--as-uid", "uid-admin",
+		"--cache-dir", filepath.Join(c.dir, "cache"), "--disable-compression", "--tls-server-name", "localhost"); !strings.Contains(out, "data.color") {
+		t.Fatalf("log with more of kubectl's flags:\n%s", out)
+	}
 	out := c.ok("restore", "cm/web", "--rev", fmt.Sprint(revs[0]), "--yes", "--as", "admin", "--request-timeout", "20s")
 	if v, _ := c.value(key); string(v) != string(values[0]) || !strings.Contains(out, "restored to revision") {
 		t.Fatalf("restore through create --raw -f -: %s", out)

@@ -9,25 +9,33 @@ import (
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
 var restoreCmd = &command{
 	name:  "restore",
-	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [-o text|json|yaml]",
+	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [--with-owners] [--show-secrets] [-o text|json|yaml]",
 	short: "Write an object back as it was at a revision or a time",
 	long: `Writes the object back as it was at revision N or at TIME: its old value,
 uid included, or a delete if it did not exist then, as an ordinary new
 revision that kube-apiserver and its watchers see. It shows the diff from
 now and asks before writing; --yes answers for scripts, --dry-run only
-shows.
+shows. A Secret's values are masked in the diff unless --show-secrets.
 
-It warns, and offers a better choice, when the revision is one of an
-object being deleted (deletionTimestamp set: restored as it was, it would
-go on being deleted), and when an owner in its ownerReferences no longer
-exists (the garbage collector would delete it again).
+It warns, and offers the revision from before the deletion began, when
+the revision is one of an object being deleted (deletionTimestamp set:
+restored as it was, it would go on being deleted).
+
+It warns when an owner in its ownerReferences no longer exists: the
+garbage collector would delete it again. It restores no owner on its own:
+--with-owners restores first each gone owner that is its controller
+(ownerReferences' controller: true) in its namespace, and that owner's
+own controller if gone too, after listing each with the revision it
+restores; asked instead, the answer is no unless you say yes; with
+--yes or --dry-run alone, no owner is restored. A cluster-scoped owner is
+never restored, nor an owner that is not its controller: restore it
+yourself if it should come back.
 `,
 	examples: `
   # Bring back a ConfigMap as it was at revision 1234, after looking at the diff
@@ -38,24 +46,29 @@ exists (the garbage collector would delete it again).
 
   # Only show what would be written
   kubectl quanty restore secret/db --rev 1234 --dry-run
+
+  # A ReplicaSet whose Deployment was deleted too: the Deployment first
+  kubectl quanty restore rs/web-5d8 -n shop --rev 1234 --with-owners
 `,
 	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {
 		key := keyFlag(fs)
 		var at point
 		at.register(fs, "to restore")
 		dryRun := fs.Bool("dry-run", false, "show what would be written, write nothing")
-		yes := fs.Bool("yes", false, "do not ask: restore (and take the offered revision or owner)")
+		yes := fs.Bool("yes", false, "do not ask: restore (and take the revision offered from before a deletion began; owners only with --with-owners)")
+		withOwners := fs.Bool("with-owners", false, "restore first each gone owner that is its controller in its namespace, after listing them")
+		showSecrets := showSecretsFlag(fs, "in the diff")
 		out := outputFlag(fs, "text", "json", "yaml")
 		return func(ctx context.Context, s *session, args []string) error {
 			t, rev, old, err := s.stateAt(ctx, args, *key, &at, out)
 			if err != nil {
 				return err
 			}
-			o := restoreOpts{dryRun: *dryRun, yes: *yes}
+			o := restoreOpts{dryRun: *dryRun, yes: *yes, withOwners: *withOwners, showSecrets: *showSecrets}
 			if rev, old, err = s.checkDeleting(ctx, t, rev, old, o); err != nil {
 				return err
 			}
-			if err := s.checkOwners(ctx, t, old, o); err != nil {
+			if err := s.restoreOwners(ctx, t, old, o); err != nil {
 				return err
 			}
 			res, err := s.restoreTo(ctx, t, rev, old, o)
@@ -67,7 +80,7 @@ exists (the garbage collector would delete it again).
 	},
 }
 
-type restoreOpts struct{ dryRun, yes bool }
+type restoreOpts struct{ dryRun, yes, withOwners, showSecrets bool }
 
 // restoreResult is what restore did, as -o json prints it.
 type restoreResult struct {
@@ -125,15 +138,11 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	}
 	from := snapshot{rev: nowRev, kv: cur, label: fmt.Sprintf("revision %d (now)", stateRevision(nowRev, cur))}
 	to := snapshot{rev: rev, kv: old, label: fmt.Sprintf("revision %d", rev)}
-	a, err := from.text()
+	a, b, err := diffTexts(from, to, o.showSecrets)
 	if err != nil {
 		return r, err
 	}
-	b, err := to.text()
-	if err != nil {
-		return r, err
-	}
-	fmt.Fprint(s.errOut, unified(t.nameOnly()+" ("+from.label+")", t.nameOnly()+" ("+to.label+")", a, b, false))
+	fmt.Fprint(s.errOut, unified(t.nameOnly()+" ("+from.label+")", t.nameOnly()+" ("+to.label+")", a, b))
 	if o.dryRun {
 		return r, nil
 	}
@@ -142,7 +151,7 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 		return r, err
 	}
 	if !ok {
-		return r, fmt.Errorf("not restored")
+		return r, errDeclined
 	}
 	// Only over the state the diff showed: a change made while the
 	// question was read is not overwritten.
@@ -156,6 +165,9 @@ func (s *session) restoreTo(ctx context.Context, t target, rev int64, old *mvccp
 	r.NewRevision = resp.GetNewRevision()
 	return r, nil
 }
+
+// errDeclined is a restore answered no.
+var errDeclined = errors.New("not restored")
 
 // beingDeleted says why the object in kv was being deleted, or "".
 func beingDeleted(kv *mvccpb.KeyValue) string {
@@ -224,69 +236,4 @@ func (s *session) checkDeleting(ctx context.Context, t target, rev int64, old *m
 		return before, kv, nil
 	}
 	return rev, old, nil
-}
-
-// checkOwners warns when an owner of the object to restore no longer
-// exists (or exists as another object, with another uid): the garbage
-// collector would delete the restored object again. It offers to restore
-// an owner that is gone first.
-func (s *session) checkOwners(ctx context.Context, t target, old *mvccpb.KeyValue, o restoreOpts) error {
-	if old == nil {
-		return nil
-	}
-	v := decodeValue(old.Value)
-	if v.Object == nil {
-		return nil
-	}
-	for _, ref := range v.u().GetOwnerReferences() {
-		ot, err := s.ownerTarget(ctx, t, ref)
-		if err != nil {
-			fmt.Fprintf(s.errOut, "Warning: cannot check its owner %s %s: %v\n", ref.Kind, ref.Name, err)
-			continue
-		}
-		_, cur, err := s.state(ctx, &historypb.Request{Key: []byte(ot.key)})
-		if err != nil {
-			return err
-		}
-		if cur != nil {
-			if uid := decodeValue(cur.Value).u().GetUID(); uid == ref.UID || uid == "" {
-				continue
-			}
-			fmt.Fprintf(s.errOut, "Warning: its owner %s exists now as another object (not uid %s): the garbage collector will delete %s again.\n", ot, ref.UID, t)
-			continue
-		}
-		fmt.Fprintf(s.errOut, "Warning: its owner %s no longer exists: the garbage collector will delete %s again unless the owner comes back first.\n", ot, t)
-		entries, err := s.api.log(ctx, &historypb.Request{Key: []byte(ot.key)})
-		if err != nil {
-			return err
-		}
-		rev, kv, ok := restorable(entries, 1<<62)
-		if !ok || decodeValue(kv.Value).u().GetUID() != ref.UID {
-			fmt.Fprintf(s.errOut, "The history holds no state of the owner %s with uid %s.\n", ot, ref.UID)
-			continue
-		}
-		restore, err := s.confirm(fmt.Sprintf("Restore the owner %s (revision %d) first?", ot, rev), true, o.yes || o.dryRun)
-		if err != nil {
-			return err
-		}
-		if !restore {
-			continue
-		}
-		res, err := s.restoreTo(ctx, ot, rev, kv, o)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(s.errOut, res.line())
-	}
-	return nil
-}
-
-// ownerTarget is the object an owner reference of t names: in t's
-// namespace when its kind is namespaced.
-func (s *session) ownerTarget(ctx context.Context, t target, ref metav1.OwnerReference) (target, error) {
-	res, err := s.disc.byKind(ctx, ref.APIVersion, ref.Kind)
-	if err != nil {
-		return target{}, err
-	}
-	return targetIn(s.table(), res, ref.Name, t.obj.Namespace)
 }

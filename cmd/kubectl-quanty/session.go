@@ -45,9 +45,9 @@ func (s *session) namespace(ctx context.Context) (string, error) {
 	if s.ns != "" {
 		return s.ns, nil
 	}
-	if s.kubectlOptions.namespace != "" {
-		s.ns = s.kubectlOptions.namespace
-		return s.ns, nil
+	if ns := s.kubectlOptions.namespace(); ns != "" {
+		s.ns = ns
+		return ns, nil
 	}
 	ns, err := s.k.contextNamespace(ctx)
 	s.ns = ns

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -319,7 +318,7 @@ type skipReport struct {
 func (s *session) undelete(ctx context.Context, p *undeletePlan, o restoreOpts, format string) error {
 	rep := undeleteReport{Namespace: p.ns.obj.Name, Revision: p.at, DryRun: o.dryRun, Unread: p.unread, Warnings: p.orphans, Skipped: []skipReport{}}
 	all := append([]candidate{p.ns}, p.restore...)
-	tw := tabwriter.NewWriter(s.errOut, 0, 8, 2, ' ', 0)
+	tw := newTabular(s.errOut, 2)
 	fmt.Fprintf(tw, "Namespace %s was deleted at revision %d; restoring it and %d objects as they were at revision %d:\n", p.ns.obj.Name, p.deletedAt, len(p.restore), p.at)
 	for i, c := range all {
 		fmt.Fprintf(tw, "  %d.\t%s\t%s\n", i+1, c, dash(c.obj.Namespace))

@@ -96,8 +96,7 @@ func TestDecodeEncryptedSecret(t *testing.T) {
 		}
 	}
 	// A diff shows that the ciphertext changed, and never the ciphertext.
-	a, _ := snapshot{kv: &mvccpb.KeyValue{Value: ciphertext}}.text()
-	b, _ := snapshot{kv: &mvccpb.KeyValue{Value: append(ciphertext, 'x')}}.text()
+	a, b, _ := diffTexts(snapshot{kv: &mvccpb.KeyValue{Value: ciphertext}}, snapshot{kv: &mvccpb.KeyValue{Value: append(ciphertext, 'x')}}, false)
 	if a == b || strings.Contains(a, "binary") || !strings.HasPrefix(a, "# encrypted at rest") {
 		t.Fatalf("diff texts %q and %q", a, b)
 	}
@@ -153,16 +152,16 @@ func TestUnifiedDiff(t *testing.T) {
 	a := "apiVersion: v1\ndata:\n  color: green\n  size: L\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\n  uid: u1\n"
 	b := "apiVersion: v1\ndata:\n  color: red\n  size: L\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\n  uid: u1\n"
 	want := "--- a\n+++ b\n@@ -1,6 +1,6 @@\n apiVersion: v1\n data:\n-  color: green\n+  color: red\n   size: L\n kind: ConfigMap\n metadata:\n"
-	if got := unified("a", "b", a, b, false); got != want {
+	if got := unified("a", "b", a, b); got != want {
 		t.Fatalf("unified:\n%s\nwant:\n%s", got, want)
 	}
-	if got := unified("a", "b", a, a, false); got != "" {
+	if got := unified("a", "b", a, a); got != "" {
 		t.Fatalf("same texts: %q", got)
 	}
-	if got := unified("a", "b", "", "x: 1\ny: 2\n", false); got != "--- a\n+++ b\n@@ -0,0 +1,2 @@\n+x: 1\n+y: 2\n" {
+	if got := unified("a", "b", "", "x: 1\ny: 2\n"); got != "--- a\n+++ b\n@@ -0,0 +1,2 @@\n+x: 1\n+y: 2\n" {
 		t.Fatalf("from nothing: %q", got)
 	}
-	if got := unified("a", "b", "x: 1\n", "", false); got != "--- a\n+++ b\n@@ -1 +0,0 @@\n-x: 1\n" {
+	if got := unified("a", "b", "x: 1\n", ""); got != "--- a\n+++ b\n@@ -1 +0,0 @@\n-x: 1\n" {
 		t.Fatalf("to nothing: %q", got)
 	}
 	// Changes far apart are two hunks; near ones one.
@@ -177,14 +176,20 @@ func TestUnifiedDiff(t *testing.T) {
 		}
 		return s.String()
 	}
-	if n := strings.Count(unified("a", "b", long(), long(2, 20), false), "@@ -"); n != 2 {
+	if n := strings.Count(unified("a", "b", long(), long(2, 20)), "@@ -"); n != 2 {
 		t.Errorf("changes 18 lines apart: %d hunks, want 2", n)
 	}
-	if n := strings.Count(unified("a", "b", long(), long(2, 8), false), "@@ -"); n != 1 {
+	if n := strings.Count(unified("a", "b", long(), long(2, 8)), "@@ -"); n != 1 {
 		t.Errorf("changes 6 lines apart: %d hunks, want 1", n)
 	}
-	if got := unified("a", "b", "x\n", "y\n", true); !strings.Contains(got, "\x1b[31m-x\x1b[0m") || !strings.Contains(got, "\x1b[32m+y\x1b[0m") {
-		t.Errorf("colored: %q", got)
+	// Painted on a terminal, as git paints a diff; the text of a line is
+	// escaped, the colors are not.
+	var painted bytes.Buffer
+	if err := writeDiff(newScreen(&painted), unified("a", "b", "x\n", "y\x1b[2K\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\x1b[1m--- a\x1b[0m\n\x1b[1m+++ b\x1b[0m\n\x1b[36m@@ -1 +1 @@\x1b[0m\n\x1b[31m-x\x1b[0m\n\x1b[32m+y\\x1b[2K\x1b[0m\n"; painted.String() != want {
+		t.Errorf("painted:\n%q\nwant\n%q", painted.String(), want)
 	}
 }
 

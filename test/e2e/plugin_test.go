@@ -751,13 +751,21 @@ func checkPluginDeletedDeployment(t *testing.T, c *Cluster) {
 		t.Fatalf("the Deployment after a dry run: %v, want NotFound", err)
 	}
 
-	// Its ReplicaSet as it was then: its owner is gone, and restore offers
-	// to bring it back first.
+	// Its ReplicaSet as it was then: its owner, its controller, is gone.
+	// A dry run alone restores no owner and says so; with --with-owners,
+	// it lists the Deployment and shows its restore first.
 	out = c.Shell(t, "", "", "quanty", "restore", "replicaset/"+oldRS.Name, "-n", ns, "--rev", r[1], "--dry-run")
 	warned = fmt.Sprintf("Warning: its owner deployment.apps/web in namespace %s no longer exists: the garbage collector will delete replicaset.apps/%s in namespace %s again", ns, oldRS.Name, ns)
+	listed := fmt.Sprintf("  deployment.apps/web in namespace %s at revision %d\n", ns, restore)
 	offered = fmt.Sprintf("deployment.apps/web in namespace %s: would create it as it was at revision %d (dry run)\n", ns, restore)
-	if out.Code != 0 || !strings.Contains(out.Stderr, warned) || !strings.Contains(out.Stderr, offered) {
-		t.Errorf("restore of the ReplicaSet --dry-run: want %q and %q; got %s", warned, offered, out)
+	if left := "Not restoring its gone controller owners (--with-owners restores them first):\n" + listed; out.Code != 0 ||
+		!strings.Contains(out.Stderr, warned) || !strings.Contains(out.Stderr, left) || strings.Contains(out.Stderr, offered) {
+		t.Errorf("restore of the ReplicaSet --dry-run: want %q and %q, not %q; got %s", warned, left, offered, out)
+	}
+	out = c.Shell(t, "", "", "quanty", "restore", "replicaset/"+oldRS.Name, "-n", ns, "--rev", r[1], "--dry-run", "--with-owners")
+	if plan := "With --with-owners, its gone controller owners are restored first, in this order:\n" + listed; out.Code != 0 ||
+		!strings.Contains(out.Stderr, plan) || !strings.Contains(out.Stderr, offered) {
+		t.Errorf("restore of the ReplicaSet --dry-run --with-owners: want %q and %q; got %s", plan, offered, out)
 	}
 
 	// The watch sees the restore as the Deployment's creation, at the new
