@@ -135,7 +135,10 @@ func fakeAnswer(method, path string, body []byte, as string, groups []string) (i
 		return 0, nil, err
 	}
 	if as == "" {
+		// The cluster's admin, in system:masters as kubeadm's and k3s's
+		// admin kubeconfigs are: the raw-access group.
 		as = "admin"
+		groups = append(groups, "system:masters")
 	}
 	req.Header.Set("X-Remote-User", as)
 	for _, g := range append(groups, "system:authenticated") {
