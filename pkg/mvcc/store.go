@@ -178,8 +178,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.hub.onExpire = s.droppedFromHub
 	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
 
-	// The one place that tells the databases apart: who writes besides us
-	// decides how batches are written and published.
+	// Who writes besides us decides how batches are written and published
+	// (the batcher and publisher here); reads, leases and the live index
+	// ask Shared() where replicas differ.
 	w := &writer{s: s, born: time.Now()}
 	s.writer = w
 	if shared {

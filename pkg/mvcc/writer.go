@@ -20,9 +20,11 @@ import (
 // answers, so an acknowledged write is both durable and visible to every
 // reader and watcher.
 //
-// What differs between databases stays behind two interfaces chosen when
-// the store opens: a batcher opens each batch's transaction (batch.go), and
-// a publisher makes a committed batch visible (publish.go, tail.go).
+// Most of what differs between databases stays behind two interfaces
+// chosen when the store opens: a batcher opens each batch's transaction
+// (batch.go), and a publisher makes a committed batch visible (publish.go,
+// tail.go). One branch remains here: with replicas, a batch's revisions
+// are noted for the reads that wait on them (index_shared.go).
 
 type writeKind int
 

@@ -53,7 +53,7 @@ func (m *maintenanceServer) HashKV(context.Context, *pb.HashKVRequest) (*pb.Hash
 }
 
 func (m *maintenanceServer) Snapshot(*pb.SnapshotRequest, grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
-	return unimplemented("Snapshot", "back up the database itself (sqlite3 .backup, pg_dump)")
+	return unimplemented("Snapshot", "back up the database itself (quantykube backup, pg_dump)")
 }
 
 func (m *maintenanceServer) MoveLeader(context.Context, *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

@@ -54,7 +54,8 @@ type Server struct {
 	turns *turns
 }
 
-// New checks cfg and fills its defaults.
+// New fills cfg's defaults; it checks nothing, and the listeners are the
+// caller's (pkg/endpoint).
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -1,6 +1,7 @@
 // Nested module: the end-to-end suite against a real kube-apiserver
-// (`make e2e`). Separate from the main module so that client-go and the
-// Kubernetes API types never enter QuantyKube's own go.mod.
+// (`make e2e`). Separate from the main module so that what only the suite
+// needs (k8s.io/api's typed clientset, its test helpers) stays out of the
+// go.mod that embedders of pkg/endpoint inherit.
 module github.com/quantyroot/quantykube/test/e2e
 
 go 1.26.0
