@@ -39,7 +39,7 @@ type event struct {
 
 // backends are the subtest names test/framework gives its backends
 // (framework.Backend); a test under one of them counts for that backend.
-var backends = []string{"sqlite", "postgres", "etcd"}
+var backends = []string{"sqlite", "postgres", "pgbouncer", "etcd"}
 
 func main() {
 	goCmd := flag.String("go", "go", "the go command")
