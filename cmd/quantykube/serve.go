@@ -58,6 +58,7 @@ func newServeFlags() *serveFlags {
 	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "most connections of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL, max(4, 2*GOMAXPROCS) on SQLite); the writer, and on PostgreSQL the listener, take one more each")
 	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every statement (0: the server's setting)")
 	fs.StringVar(&cfg.DatastoreListenEndpoint, "datastore-listen-endpoint", "", "postgres: a direct connection (postgres://...) for LISTEN, where --endpoint is a pooler that cannot deliver notifications (default: --endpoint's; without delivery the other replicas' commits are polled every second)")
+	fs.BoolVar(&cfg.SQLitePlainWAL, "sqlite-plain-wal", false, "sqlite: write the WAL as SQLite writes it, not gathered into few large writes (ADR-018; costs the writer 15-21% more CPU)")
 	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate (default: none, plaintext)")
 	fs.StringVar(&cfg.ServerTLSConfig.KeyFile, "key-file", "", "serving TLS key, with --cert-file (default: none)")
 	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates; clients must present one, as with etcd (default: none, no client certificate asked)")

@@ -123,6 +123,9 @@ type Config struct {
 	// LISTENs for the other replicas' commits, where Endpoint is a pooler
 	// that cannot deliver notifications (empty: Endpoint's).
 	DatastoreListenEndpoint string
+	// SQLitePlainWAL writes SQLite's WAL as SQLite writes it, without
+	// gathering the writer's writes (sqlite.Options.PlainWAL, ADR-018).
+	SQLitePlainWAL bool
 	// MetricsListenAddress, when set, serves Prometheus metrics at
 	// http://ADDRESS/metrics, and the health endpoints /livez, /readyz,
 	// /healthz (Kubernetes' shape) and /health (etcd's) (health.go).
@@ -217,10 +220,10 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 			ListenEndpoint:   cfg.DatastoreListenEndpoint,
 		})
 	case strings.HasPrefix(dsn, "sqlite://"):
-		return sqlite.New(dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig})
+		return sqlite.New(dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig, PlainWAL: cfg.SQLitePlainWAL})
 	case !strings.Contains(dsn, "://"):
 		// A bare path is a SQLite file, as kine's default DSN is.
-		return sqlite.New("sqlite://"+dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig})
+		return sqlite.New("sqlite://"+dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig, PlainWAL: cfg.SQLitePlainWAL})
 	}
 	scheme, _, _ := strings.Cut(dsn, "://")
 	return nil, fmt.Errorf("endpoint: unknown scheme %q (want sqlite://path, a path, or postgres://...)", scheme)

@@ -25,6 +25,11 @@ type Options struct {
 	// Pool sizes the read pool (default max(4, 2*GOMAXPROCS)); the writer
 	// always has one connection of its own.
 	Pool generic.ConnectionPoolConfig
+	// PlainWAL writes the WAL through SQLite's own unix VFS, each frame
+	// as SQLite writes it, instead of gathering the writer's WAL writes
+	// (walvfs.go, ADR-018): the way back if a modernc.org/sqlite or libc
+	// upgrade breaks what the gathering VFS relies on.
+	PlainWAL bool
 }
 
 // Dialect opens one SQLite file.
@@ -104,7 +109,10 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	wdsn := d.dsn() + "&_txlock=immediate"
-	vfs, err := gatheringVFS()
+	vfs, err := "", error(nil)
+	if !d.opts.PlainWAL {
+		vfs, err = gatheringVFS()
+	}
 	if err != nil {
 		d.Close()
 		return nil, nil, err
