@@ -82,7 +82,7 @@ func newServeFlags() *serveFlags {
 	fs.StringSliceVar(&api.RawAccessGroups, "api-raw-access-groups", []string{apiagg.DefaultRawAccessGroup}, "aggregated API: groups that may read and restore keys holding no Kubernetes object")
 	fs.StringVar(&api.Kubeconfig, "api-kubeconfig", "", "aggregated API: kubeconfig for SubjectAccessReviews, which check each caller's access to the object (default: the pod's service account)")
 	fs.BoolVar(&api.InsecureSkipObjectAuthorization, "api-insecure-skip-object-authorization", false, "aggregated API: do not check each caller's access to the object; anyone kube-apiserver lets through reads every object's history, Secrets included")
-	fs.StringVar(&api.RestoreCheck, "api-restore-check", apiagg.RestoreCheckDryRun, "aggregated API: before a restore writes, ask kube-apiserver as the caller for a dry run of the change (dry-run; the store impersonates callers), or not (none: then RBAC objects, admission configuration, Namespaces and Nodes are restored only by --api-raw-access-groups)")
+	fs.StringVar(&api.RestoreCheck, "api-restore-check", apiagg.RestoreCheckDryRun, "aggregated API: before a restore writes, ask kube-apiserver as the caller for a dry run of the change (dry-run; the store impersonates callers), or not (none: then RBAC objects, admission configuration, APIServices, CRDs, certificates, Namespaces and Nodes are restored only by --api-raw-access-groups)")
 	fs.StringVar(&api.EtcdPrefix, "api-etcd-prefix", "/registry", "aggregated API: kube-apiserver's --etcd-prefix, where its objects' keys begin")
 	fs.StringVar(&f.pprofAddr, "pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
 	f.log.register(fs)

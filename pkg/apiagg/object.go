@@ -75,7 +75,9 @@ func decodeObject(b []byte) (*storedObject, error) {
 		return fromMap(m)
 	case len(bytes.TrimSpace(b)) > 0 && bytes.TrimSpace(b)[0] == '{':
 		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber() // integers past 2^53 stay exact
+		if err := dec.Decode(&m); err != nil {
 			return nil, errNotAnObject{"the value is not a JSON object: " + err.Error()}
 		}
 		return fromMap(m)
@@ -139,6 +141,31 @@ func fromMap(m map[string]any) (*storedObject, error) {
 		return nil, errNotAnObject{"the object's metadata does not decode: " + err.Error()}
 	}
 	return o, nil
+}
+
+// statusField is a top-level Kubernetes type's status in protobuf: spec
+// and status follow ObjectMeta in every type that has them.
+const statusField protowire.Number = 3
+
+// status is the object's status as stored (nil: none), to tell whether a
+// restore changes it. In protobuf it is field 3, which is a status only
+// where the resource has a status subresource: the caller of status
+// learns that from kube-apiserver.
+func (o *storedObject) status() []byte {
+	if o.envelope == nil {
+		st, ok := o.object["status"]
+		if !ok {
+			return nil
+		}
+		b, _ := json.Marshal(st)
+		return b
+	}
+	for _, f := range o.fields {
+		if num, _, _ := protowire.ConsumeTag(f); num == statusField {
+			return f
+		}
+	}
+	return nil
 }
 
 // asUpdate is the body of an update of the live object (uid, at

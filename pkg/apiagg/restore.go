@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,10 +33,11 @@ const (
 // sensitiveResource is what a restore may not write without a dry run but
 // for the raw-access groups: RBAC objects (kube-apiserver checks escalate
 // and bind on them, which no SubjectAccessReview of the verb sees),
-// admission configuration, Namespaces and Nodes.
+// admission configuration, APIServices and CustomResourceDefinitions
+// (where a group's requests go), certificates, Namespaces and Nodes.
 func sensitiveResource(r storagekey.Resource) bool {
 	switch r.Group {
-	case "rbac.authorization.k8s.io", "admissionregistration.k8s.io":
+	case "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "apiregistration.k8s.io", "apiextensions.k8s.io", "certificates.k8s.io":
 		return true
 	case "":
 		return r.Resource == "namespaces" || r.Resource == "nodes"
@@ -90,8 +92,8 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 
 // restoreCheck decides one attempt of a restore of the object o from its
 // state now (cur, nil if absent) to old (nil: absent): the verb of the
-// change as a SubjectAccessReview, then what kube-apiserver would say of
-// the write itself.
+// change as a SubjectAccessReview, the store's own rules, then what
+// kube-apiserver would say of the write itself.
 func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o storagekey.Object, cur, old *mvccpb.KeyValue) error {
 	if err := s.authz.write(ctx, req.Key, cur != nil, old != nil); err != nil {
 		return err
@@ -100,19 +102,15 @@ func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o sto
 		return nil // already as it was: nothing is written
 	}
 	raw := s.authz.inRawGroup(ctx)
-	if old == nil && !raw {
-		if err := deletableByRestore(o, cur); err != nil {
-			return err
+	if !raw {
+		if why := s.rawOnly(o, cur, old); why != "" {
+			return s.refuse(ctx, o, why+fmt.Sprintf("; only the groups %v (--api-raw-access-groups) may restore it", s.cfg.RawAccessGroups))
 		}
 	}
 	if s.cfg.RestoreCheck == RestoreCheckNone {
-		if sensitiveResource(o.Resource) && !raw {
-			return s.refuse(ctx, o, fmt.Sprintf("restores of %s are checked by a dry run through kube-apiserver, and this store serves with --api-restore-check=none: "+
-				"only the groups %v (--api-raw-access-groups) may restore them", o.Resource, s.cfg.RawAccessGroups))
-		}
 		return nil
 	}
-	write, err := s.dryRunWrite(o, cur, old)
+	writes, err := s.dryRunWrites(o, cur, old)
 	var nao errNotAnObject
 	switch {
 	case errors.As(err, &nao) && raw:
@@ -124,83 +122,126 @@ func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o sto
 		return apierrors.NewInternalError(err)
 	}
 	u := callerOf(ctx)
-	err = s.dryRun.DryRun(ctx, u, write)
-	var st *apierrors.StatusError
-	switch {
-	case errors.As(err, &st):
-		s.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
-			"dry_run", write.String(), "code", st.ErrStatus.Code, "reason", st.ErrStatus.Message)
-		return st
-	case err != nil:
-		s.log.Error("audit: could not check a restore", "user", u.GetName(), "key", string(req.Key), "dry_run", write.String(), "err", err)
-		return unavailable("cannot check the restore with kube-apiserver: " + err.Error())
+	for i, w := range writes {
+		err := s.dryRun.DryRun(ctx, u, w)
+		var st *apierrors.StatusError
+		switch {
+		case errors.As(err, &st) && i > 0 && (st.ErrStatus.Code == http.StatusNotFound || st.ErrStatus.Code == http.StatusMethodNotAllowed):
+			// The resource has no status subresource: its field 3 is not
+			// a status, and the main write's dry run judged it.
+		case errors.As(err, &st):
+			s.log.Warn("audit: denied", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
+				"dry_run", w.String(), "code", st.ErrStatus.Code, "reason", st.ErrStatus.Message)
+			return st
+		case err != nil:
+			s.log.Error("audit: could not check a restore", "user", u.GetName(), "key", string(req.Key), "dry_run", w.String(), "err", err)
+			return unavailable("cannot check the restore with kube-apiserver: " + err.Error())
+		}
 	}
 	return nil
 }
 
-// dryRunWrite is the request kube-apiserver would get for the change from
-// cur to old: an update of the live object (its uid, at its
-// resourceVersion) to the restored content, a create of a deleted object, or a delete with
+// rawOnly says why a restore is for the raw-access groups only, or "":
+// what no dry run can check.
+//   - A restore to absence of a Namespace, or of an object with finalizers
+//     (or one whose value cannot be read to tell): the key would go at
+//     once, without the namespace's deletion or the finalizers running.
+//   - A state whose deletion had begun (deletionTimestamp set): written
+//     back, its finalizers' controllers delete it, a delete no review of
+//     update or create sees; a dry run ignores the field.
+//   - A CertificateSigningRequest: its approval is in its status, which
+//     only the approval subresource may change.
+//   - With RestoreCheckNone, sensitiveResource.
+func (s *Server) rawOnly(o storagekey.Object, cur, old *mvccpb.KeyValue) string {
+	if old == nil {
+		if why := deletableByRestore(o, cur); why != "" {
+			return why
+		}
+	} else if obj, err := decodeObject(old.Value); err == nil && obj.Meta.DeletionTimestamp != nil {
+		return fmt.Sprintf("at that revision its deletion had begun (deletionTimestamp %s): written back, its finalizers would delete it; restore a revision from before", obj.Meta.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	if o.Group == "certificates.k8s.io" && o.Resource.Resource == "certificatesigningrequests" {
+		return "a CertificateSigningRequest's approval is in its status, which only its approval subresource may change"
+	}
+	if s.cfg.RestoreCheck == RestoreCheckNone && sensitiveResource(o.Resource) {
+		return fmt.Sprintf("restores of %s are checked by a dry run through kube-apiserver, and this store serves with --api-restore-check=none", o.Resource)
+	}
+	return ""
+}
+
+// dryRunWrites are the requests kube-apiserver would get for the change
+// from cur to old: an update of the live object (its uid, at its
+// resourceVersion) to the restored content (and of its status, where
+// that changes), a create of a deleted object, or a delete with
 // the live object's uid and resourceVersion as preconditions.
-func (s *Server) dryRunWrite(o storagekey.Object, cur, old *mvccpb.KeyValue) (Write, error) {
+func (s *Server) dryRunWrites(o storagekey.Object, cur, old *mvccpb.KeyValue) ([]Write, error) {
 	if old == nil {
 		obj, err := decodeObject(cur.Value)
 		if err != nil {
-			return Write{}, err
+			return nil, err
 		}
 		path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, o.Name)
 		if err != nil {
-			return Write{}, errNotAnObject{err.Error()}
+			return nil, errNotAnObject{err.Error()}
 		}
 		body, err := deleteBody(string(obj.Meta.UID), strconv.FormatInt(cur.ModRevision, 10))
-		return Write{Method: http.MethodDelete, Path: path, Body: body, ContentType: jsonContentType}, err
+		return []Write{{Method: http.MethodDelete, Path: path, Body: body, ContentType: jsonContentType}}, err
 	}
 	obj, err := decodeObject(old.Value)
 	if err != nil {
-		return Write{}, err
+		return nil, err
 	}
 	if cur == nil {
 		path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, "")
 		if err != nil {
-			return Write{}, errNotAnObject{err.Error()}
+			return nil, errNotAnObject{err.Error()}
 		}
 		body, ct, err := obj.asCreate()
-		return Write{Method: http.MethodPost, Path: path, Body: body, ContentType: ct}, err
+		return []Write{{Method: http.MethodPost, Path: path, Body: body, ContentType: ct}}, err
 	}
 	live, err := decodeObject(cur.Value)
 	if err != nil {
-		return Write{}, err
+		return nil, err
 	}
 	path, err := objectPath(obj.APIVersion, o.Resource.Resource, o.Namespace, o.Name)
 	if err != nil {
-		return Write{}, errNotAnObject{err.Error()}
+		return nil, errNotAnObject{err.Error()}
 	}
 	// kube-apiserver judges the content against the live object, whose
 	// identity the dry run keeps; the write brings back the restored
 	// state's own uid, where it was another object's (ADR-006).
 	body, ct, err := obj.asUpdate(live.Meta.UID, strconv.FormatInt(cur.ModRevision, 10))
-	return Write{Method: http.MethodPut, Path: path, Body: body, ContentType: ct}, err
+	if err != nil {
+		return nil, err
+	}
+	writes := []Write{{Method: http.MethodPut, Path: path, Body: body, ContentType: ct}}
+	if !bytes.Equal(obj.status(), live.status()) {
+		// An update through the object leaves its status as it is: a
+		// restore that changes it is also a write of the status
+		// subresource, which RBAC grants apart.
+		writes = append(writes, Write{Method: http.MethodPut, Path: path + "/status", Body: body, ContentType: ct})
+	}
+	return writes, nil
 }
 
-// deletableByRestore refuses a restore to absence that would skip what a
-// delete through kube-apiserver runs: a Namespace's deletion (which
-// empties it) and any object's finalizers. Such a key goes at once, and
-// what the finalizers guard is left behind.
-func deletableByRestore(o storagekey.Object, cur *mvccpb.KeyValue) error {
-	gr := schema.GroupResource{Group: o.Group, Resource: o.Resource.Resource}
+// deletableByRestore says why a restore to absence would skip what a
+// delete through kube-apiserver runs, or "": a Namespace's deletion
+// (which empties it) and any object's finalizers. Such a key goes at
+// once, and what the finalizers guard is left behind.
+func deletableByRestore(o storagekey.Object, cur *mvccpb.KeyValue) string {
 	if o.Group == "" && o.Resource.Resource == "namespaces" {
-		return apierrors.NewForbidden(gr, o.Name, errors.New("a restore to absence would remove the Namespace without emptying it: "+
-			"what it holds would wait for the next namespace of that name; delete it through kube-apiserver (kubectl delete namespace)"))
+		return "a restore to absence would remove the Namespace without emptying it: " +
+			"what it holds would wait for the next namespace of that name; delete it through kube-apiserver (kubectl delete namespace)"
 	}
 	obj, err := decodeObject(cur.Value)
 	if err != nil {
-		return nil // the dry run's check refuses what cannot be decoded
+		return "a restore to absence would remove it at once, and its value cannot be read to tell whether finalizers guard it (" + err.Error() + ")"
 	}
 	if f := obj.Meta.Finalizers; len(f) > 0 {
-		return apierrors.NewForbidden(gr, o.Name, fmt.Errorf("a restore to absence would remove it without running its finalizers %v: "+
-			"delete it through kube-apiserver (kubectl delete), which runs them", f))
+		return fmt.Sprintf("a restore to absence would remove it without running its finalizers %v: "+
+			"delete it through kube-apiserver (kubectl delete), which runs them", f)
 	}
-	return nil
+	return ""
 }
 
 // refuse is a 403 for a restore that no SubjectAccessReview refused but

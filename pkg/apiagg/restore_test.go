@@ -65,8 +65,8 @@ func (d *dryRuns) last(t *testing.T) apiagg.Write {
 	return d.writes[len(d.writes)-1]
 }
 
-// configMap is a ConfigMap in ns1 as kube-apiserver stores a custom
-// resource: JSON.
+// configMap is a ConfigMap in ns1 in JSON, as kube-apiserver stores a
+// custom resource (it stores ConfigMaps in protobuf: stored).
 func configMap(name, v string) string {
 	return fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns1","uid":"uid-%s","creationTimestamp":"2026-01-02T03:04:05Z"},"data":{"v":%q}}`, name, name, v)
 }
@@ -121,8 +121,14 @@ func TestRestoreAuthorizesFirst(t *testing.T) {
 			t.Errorf("restore %q at %d/%d by a caller without access: %d %s, want 403 naming no revision", r.Key, r.Revision, r.UnixMs, code, b)
 		}
 	}
-	if q := e.grants.questions(); len(q) != 3 || !strings.HasPrefix(q[0], "mallory: get secrets s") {
+	q := e.grants.questions()
+	if len(q) != 3 {
 		t.Errorf("asked %q, want get on the Secret for each object key", q)
+	}
+	for _, a := range q {
+		if !strings.HasPrefix(a, "mallory: get secrets s in namespace ns1") {
+			t.Errorf("asked %q, want get on the Secret", a)
+		}
 	}
 }
 
@@ -324,5 +330,93 @@ func TestRestoreCheckNone(t *testing.T) {
 	}
 	if n := len(e.dry.methods()); n != 0 {
 		t.Errorf("%d dry runs with --api-restore-check=none", n)
+	}
+}
+
+// What no dry run checks is for the raw-access groups: a state whose
+// deletion had begun (its finalizers would delete it once written back),
+// a CertificateSigningRequest (its approval is in its status), and, with
+// --api-restore-check=none, a restore to absence of a value that cannot
+// be read to find its finalizers.
+func TestRestoreRawOnly(t *testing.T) {
+	e := newEnvWith(t, apiagg.Config{RestoreCheck: apiagg.RestoreCheckNone})
+	cmKey := "/registry/configmaps/ns1/going"
+	going := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns1", Finalizers: []string{"example.com/x"}}}
+	e.put(cmKey, stored(t, going))
+	now := metav1.Now()
+	going.DeletionTimestamp = &now
+	terminating := e.put(cmKey, stored(t, going))
+	going.DeletionTimestamp, going.Finalizers = nil, nil
+	going.Data = map[string]string{"v": "2"}
+	e.put(cmKey, stored(t, going))
+	csrKey := "/registry/certificatesigningrequests/c1"
+	first := e.put(csrKey, `{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"c1"},"status":{"conditions":[{"type":"Approved"}]}}`)
+	e.put(csrKey, `{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"c1"}}`)
+	sealed := "/registry/secrets/ns1/sealed"
+	e.put(sealed, "k8s:enc:aescbc:v1:key1:\x00\x01")
+	e.grants.allow["carol"] = []string{"get configmaps going in namespace ns1", "update configmaps going in namespace ns1",
+		"get certificatesigningrequests.certificates.k8s.io c1", "update certificatesigningrequests.certificates.k8s.io c1",
+		"get secrets sealed in namespace ns1", "delete secrets sealed in namespace ns1"}
+	e.grants.allow["root"] = e.grants.allow["carol"]
+	for _, c := range []struct {
+		key  string
+		rev  int64
+		want string
+	}{
+		{cmKey, terminating, "its deletion had begun"},
+		{csrKey, first, "approval subresource"},
+		{sealed, 1, "cannot be read to tell whether finalizers guard it"},
+	} {
+		rev := e.store.Rev()
+		code, b := e.restore("carol", &historypb.Request{Key: []byte(c.key), Revision: c.rev})
+		if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, c.want) || e.store.Rev() != rev {
+			t.Errorf("restore of %s to %d: %d %s, want 403 naming %q and nothing written", c.key, c.rev, code, b, c.want)
+		}
+		if code, b := e.restore("root", &historypb.Request{Key: []byte(c.key), Revision: c.rev}, "system:masters"); code != http.StatusOK {
+			t.Errorf("a raw-access group's restore of %s to %d: %d %s", c.key, c.rev, code, b)
+		}
+	}
+}
+
+// A restore that changes an object's status is also a write of its status
+// subresource, which RBAC grants apart: it is dry-run too, and a resource
+// without one (kube-apiserver's 404) needs none.
+func TestRestoreStatusDryRun(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/services/specs/ns1/web"
+	svc := func(ip string) string {
+		s := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: "u1"}}
+		if ip != "" {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		}
+		return stored(t, s)
+	}
+	first := e.put(key, svc("192.0.2.1"))
+	second := e.put(key, svc(""))
+	e.grants.allow["carol"] = []string{"get services web in namespace ns1", "update services web in namespace ns1"}
+	e.dry.refuse = func(w apiagg.Write) error {
+		if strings.HasSuffix(w.Path, "/status") {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "services/status"}, "web", fmt.Errorf("cannot update services/status"))
+		}
+		return nil
+	}
+	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
+	if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, "services/status") || e.store.Rev() != second {
+		t.Fatalf("a restore of a Service's old status: %d %s, want the status dry run's 403 and nothing written", code, b)
+	}
+	if w := e.dry.last(t); w.Method != "PUT" || w.Path != "/api/v1/namespaces/ns1/services/web/status" {
+		t.Errorf("status dry run: %s", w)
+	}
+	// Where kube-apiserver serves no status subresource, field 3 is not a
+	// status: the object's own dry run decided.
+	e.dry.refuse = func(w apiagg.Write) error {
+		if strings.HasSuffix(w.Path, "/status") {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "services"}, "web")
+		}
+		return nil
+	}
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first}); code != http.StatusOK {
+		t.Fatalf("with no status subresource: %d %s", code, b)
 	}
 }

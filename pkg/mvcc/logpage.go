@@ -147,6 +147,10 @@ func (s *Store) inlineBytes() int {
 // read is never nil (slab.keep).
 func unread(kv *mvccpb.KeyValue) bool { return kv != nil && kv.Value == nil }
 
+// unreadValue is whether e's own value is still to be read: a delete has
+// none.
+func unreadValue(e *Event) bool { return e.Type == mvccpb.PUT && unread(e.Kv) }
+
 // withValues leaves out of evs the entries whose values were not read,
 // and the prev_kvs whose values were not: rows retention removed between
 // a page's two statements.
@@ -238,7 +242,7 @@ func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *log
 		left = append(left, evs[0].PrevKv)
 	}
 	for _, e := range evs {
-		if unread(e.Kv) {
+		if unreadValue(e) {
 			left = append(left, e.Kv)
 		}
 	}
@@ -273,13 +277,15 @@ func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *log
 // (BenchmarkRangeLog, ADR-020).
 var narrowRange = 2048
 
-// isNarrow is whether kr holds at most narrowRange changes after the
-// cursor, counted through the (key, rev) index and no further.
-func (s *Store) isNarrow(ctx context.Context, kr KeyRange, after LogCursor) (bool, error) {
-	cond, args := s.q.where("l.key", kr, []any{after.Rev, after.Rev, after.Sub})
+// isNarrow is whether kr holds at most narrowRange changes in all,
+// counted through the (key, rev) index and no further: a count of those
+// after the cursor would read a wide range's whole history to find the
+// few after a recent cursor.
+func (s *Store) isNarrow(ctx context.Context, kr KeyRange) (bool, error) {
+	cond, args := s.q.where("l.key", kr, nil)
 	var n int
 	err := s.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM `+s.d.LogByKey("l")+
-		` WHERE (l.rev > ? OR (l.rev = ? AND l.sub > ?)) AND `+cond+` LIMIT ?) AS t`, append(args, narrowRange+1)...).Scan(&n)
+		` WHERE `+cond+` LIMIT ?) AS t`, append(args, narrowRange+1)...).Scan(&n)
 	return n <= narrowRange, err
 }
 
@@ -293,7 +299,7 @@ func (s *Store) isNarrow(ctx context.Context, kr KeyRange, after LogCursor) (boo
 func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) ([]*Event, error) {
 	inline := s.inlineBytes()
 	logFrom := s.d.LogByRev("l")
-	narrow, err := s.isNarrow(ctx, kr, after)
+	narrow, err := s.isNarrow(ctx, kr)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +367,7 @@ func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *
 	// The span of the entries with a value left to read.
 	first, last := -1, -1
 	for i, e := range evs {
-		if unread(e.Kv) || unread(e.PrevKv) {
+		if unreadValue(e) || unread(e.PrevKv) {
 			if first < 0 {
 				first = i
 			}
@@ -392,7 +398,7 @@ func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *
 		if i > last || at[i] != c {
 			continue // retention removed it
 		}
-		if e := evs[i]; unread(e.Kv) && value.b != nil {
+		if e := evs[i]; unreadValue(e) && value.b != nil {
 			e.Kv.Value = sl.keep(value)
 		}
 		if e := evs[i]; unread(e.PrevKv) && pValue.b != nil {

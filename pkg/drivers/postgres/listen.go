@@ -49,6 +49,9 @@ func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(strin
 		return false, err
 	}
 	if err := d.probe(ctx, conn); err != nil {
+		// Through a transaction pooler the LISTEN stays on a server
+		// connection other clients go on using: take it back.
+		_, _ = conn.Exec(ctx, `UNLISTEN *`, pgx.QueryExecModeSimpleProtocol)
 		return false, err
 	}
 	// Only on a connection that is one session (the probe's proof): through
