@@ -5,13 +5,38 @@
 // serves it as the etcd v3 API, pkg/history as quantykube.History.
 //
 // The interfaces below are the contract the servers depend on; *Store
-// implements all of them. Files are one concern each: the writer and its
-// batch transactions (writer.go, batch.go, batch_direct.go and its range
-// delete delete_direct.go, batch_buffered.go, batch_assume.go), Txn
-// evaluation (txn.go),
-// publishing committed batches (publish.go, tail.go), reads (range.go, index.go), watch events
-// (hub.go), leases (lease.go), history and retention (history.go,
-// retention.go), the schema (schema.go).
+// implements all of them. Files are one concern each:
+//
+//	kv.go              the interfaces (this file)
+//	store.go           Store, Options, Open and Close
+//	dialect.go         what a database driver provides (pkg/drivers/*)
+//	schema.go          the tables and their migrations
+//	writer.go          the single writer: queue, batches, answers
+//	batch.go           a batch's transaction, and the two kinds of it:
+//	batch_direct.go      on a database this process alone writes (SQLite)
+//	delete_direct.go     its range deletes
+//	batch_buffered.go    on a database replicas share (PostgreSQL)
+//	batch_assume.go      what a buffered batch assumes instead of reading
+//	txn.go             Txn evaluation over a batch's state
+//	txn_check.go       etcd's static checks of a request
+//	publish.go         making a committed batch visible (one writer)
+//	tail.go            following the log that replicas write (PostgreSQL)
+//	range.go           Range and Count
+//	range_sql.go       the SQL a Range runs when the live index cannot answer
+//	index.go           the live index of the live keys (ADR-008)
+//	index_shared.go    the live index on a shared database (ADR-016)
+//	hub.go             watch events: the ring and its followers
+//	event.go           one change as watchers see it
+//	logread.go         changes read back from the log (watch catch-up, tail)
+//	logpage.go         History's Log pages, bounded in bytes (ADR-020)
+//	history.go         History's floors and reads at a revision or a time
+//	retention.go       pruning the log and the floors it raises (ADR-005)
+//	lease.go           leases: grants, deadlines, expiry
+//	import.go          filling an empty store from another etcd-API store
+//	keyrange.go        etcd's [key, range_end) resolved
+//	stmt.go            prepared statements per pool
+//	errors.go          etcd's refusals and the store's failures
+//	health.go          the checks behind the health endpoints
 package mvcc
 
 import (
