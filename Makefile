@@ -2,10 +2,17 @@
 # `make test` runs the default test suite. Heavy suites have their own targets.
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The test tools with dependencies of their own are nested modules, so that
+# a program embedding pkg/endpoint inherits none of them (ADR-012); they
+# replace this module with ../.. (and chaos its two neighbours).
+TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench
+# testcheck runs go test in each of them: built once, as go run cannot
+# reach across modules.
+TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench dist dist-check chaos fuzz
+.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench dist dist-check chaos fuzz
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -29,18 +36,24 @@ run: build
 # PostgreSQL is QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
 # /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
-# any skipped test.
-test: lint
-	$(GO) run ./test/ci/testcheck -go $(GO) -- -count=1 -timeout 20m ./...
+# any skipped test. The tool modules' own tests (the recorder and checks,
+# lazyfs, the harness) run after this module's.
+test: lint testcheck
+	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
+	@for m in test/linearizability test/lazyfs test/bench; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
 
-# The nested modules (test/conformance, test/e2e) replace this module with
-# ../..: their go.mod must follow ours, or they stop building.
+testcheck:
+	@mkdir -p $(dir $(TESTCHECK)) && $(GO) build -o $(TESTCHECK) ./test/ci/testcheck
+
+# The nested modules (test/conformance, test/e2e and the tool modules)
+# replace this module with ../..: their go.mod must follow ours, or they
+# stop building.
 lint:
 	@test -z "$$(gofmt -l cmd pkg test deploy)" || { echo "gofmt needed:"; gofmt -l cmd pkg test deploy; exit 1; }
-	@for m in . test/conformance test/e2e; do (cd $$m && GOFLAGS= $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
+	@for m in . test/conformance test/e2e $(TOOL_MODULES); do (cd $$m && GOFLAGS= $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	$(GO) vet ./...
-	$(GO) vet -tags chaos ./test/chaos/
-	$(GO) run $(STATICCHECK) -tags chaos ./...
+	$(GO) run $(STATICCHECK) ./...
+	@for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet -tags chaos ./... && $(GO) run $(STATICCHECK) -tags chaos ./...) || exit 1; done
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
@@ -103,9 +116,9 @@ ci: proto-check dist-check test conformance e2e chaos
 # by side with etcd; then every fuzz target for a while. Prints the table,
 # also left in $(CHAOS_REPORT). See docs/RELIABILITY.md.
 CHAOS_REPORT ?= $(CURDIR)/.cache/chaos/report.md
-chaos:
+chaos: testcheck
 	@mkdir -p $(dir $(CHAOS_REPORT)) && rm -f $(CHAOS_REPORT)
-	@QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) $(GO) run ./test/ci/testcheck -go $(GO) -- -tags chaos -count=1 -timeout 30m ./test/chaos/; \
+	@cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) $(TESTCHECK) -go $(GO) -- -tags chaos -count=1 -timeout 30m .; \
 	  status=$$?; echo; cat $(CHAOS_REPORT) 2>/dev/null; exit $$status
 	$(MAKE) fuzz
 

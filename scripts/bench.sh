@@ -2,7 +2,7 @@
 # Builds the peers `make bench` measures QuantyKube against (kine v0.17.5
 # and etcd v3.6, through scripts/peers.sh, cached under .cache/peers), then
 # runs the harness.
-# Extra arguments go to the harness (go run ./test/bench -help);
+# Extra arguments go to the harness (cd test/bench && go run . -help);
 # --peers-only builds the peers and stops. QK_REF=<commit> benchmarks that
 # commit instead of the working tree; QK_BASE=<commit> measures that commit
 # too, in the same run. If scripts/kubernetes.sh has built kube-apiserver
@@ -50,7 +50,7 @@ if [ -n "${QK_REF:-}" ]; then
 	SRC=$(src "$QK_REF")
 	echo "bench: QuantyKube from commit $QK_REF" >&2
 fi
-(cd "$SRC" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && "$GO" build -o "$BIN/bench" ./test/bench)
+(cd "$SRC" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && cd test/bench && "$GO" build -o "$BIN/bench" .)
 base=()
 if [ -n "${QK_BASE:-}" ]; then
 	(cd "$(src "$QK_BASE")" && "$GO" build -o "$BIN/quantykube-base" ./cmd/quantykube)
