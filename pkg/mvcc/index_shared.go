@@ -143,7 +143,7 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 	if rev < seen {
 		// The database lost revisions the index holds (regress.go): it
 		// moves past them and the index is read again first.
-		if err := s.tail.catchUp(ctx); err != nil {
+		if err := s.followLoss(); err != nil {
 			return nil, err
 		}
 		if rev, err = s.fence.wait(ctx); err != nil {

@@ -57,7 +57,7 @@ func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, er
 	if res.Rev < seen && !r.Serializable {
 		// The database lost revisions this process handed out
 		// (regress.go): answered once it has moved past them.
-		if err := s.tail.catchUp(ctx); err != nil {
+		if err := s.followLoss(); err != nil {
 			return nil, err
 		}
 		if res, err = s.rangeOnce(ctx, r); err != nil {

@@ -67,6 +67,13 @@ func (s *Store) seenRev() int64 {
 	return max(s.committed.Load(), s.ownCommitted.Load(), s.shown.Load())
 }
 
+// followLoss brings the store to the database after a check found it
+// behind what this process handed out: the tailer moves it past that
+// (recoverLocked) and follows it. It runs on the store's context, not the
+// caller's: a catch-up that a request's end cut short while it read the
+// live index again would drop the index for good.
+func (s *Store) followLoss() error { return s.tail.catchUp(s.bgCtx) }
+
 // regressTimeout bounds the bump's transaction.
 const regressTimeout = 30 * time.Second
 
@@ -78,7 +85,7 @@ const regressTimeout = 30 * time.Second
 // on the fence (sharedSnapshot) or check their header (Range).
 //
 // It runs on the store's context, not the caller's (a read's may end at
-// any moment): an index whose reload failed would be dropped for good.
+// any moment): an index whose reload failed is dropped for good.
 func (t *tailer) recoverLocked(db, seen int64) error {
 	ctx, cancel := context.WithTimeout(t.s.bgCtx, regressTimeout)
 	rev, bumped, err := t.bump(ctx, seen)

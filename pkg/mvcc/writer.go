@@ -222,7 +222,7 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		// wrote nothing. Once the database is past them (regress.go), the
 		// batch runs again from there.
 		w.enterDB()
-		err = w.s.tail.catchUp(ctx)
+		err = w.s.followLoss()
 		w.leaveDB()
 		if err != nil {
 			return nil, err
