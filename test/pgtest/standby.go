@@ -2,6 +2,9 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -61,4 +64,53 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// Standby makes a streaming standby of c (pg_basebackup -R, with a fast
+// checkpoint: without one it waits for the next checkpoint, minutes) in a
+// new directory and starts it on a port of its own. Destroy removes it.
+func (c *Cluster) Standby(ctx context.Context) (*Cluster, error) {
+	s := &Cluster{bin: c.bin, uid: c.uid, gid: c.gid}
+	dir, err := os.MkdirTemp("", "quanty-pg-standby-")
+	if err != nil {
+		return nil, err
+	}
+	s.Dir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if s.uid >= 0 {
+		if err := os.Chown(dir, s.uid, s.gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if out, err := s.run(ctx, "pg_basebackup", "-D", s.data(), "-R", "-c", "fast", "-X", "stream",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", "postgres"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %v\n%s", err, out)
+	}
+	if err := s.reapOnExit(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		if s.Port, err = freePort(); err != nil {
+			break
+		}
+		if err = s.Start(ctx); err == nil {
+			return s, nil
+		}
+	}
+	s.Destroy()
+	return nil, err
+}
+
+// Promote ends a standby's recovery: it becomes a primary.
+func (c *Cluster) Promote(ctx context.Context) error {
+	if out, err := c.run(ctx, "pg_ctl", "-D", c.data(), "-w", "-t", "60", "promote"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl promote: %v\n%s", err, out)
+	}
+	return nil
 }
