@@ -32,9 +32,11 @@ const restoreUsage = `quantykube restore FILE [--endpoint sqlite://PATH] [--forc
 
 Makes the backup FILE the SQLite store at --endpoint, after checking it
 (PRAGMA integrity_check, a schema this quantykube can serve). The server must
-be stopped: restore takes its lock. The store goes back to the backup's
-revision: restart kube-apiserver afterwards, since its watch cache has seen
-newer revisions (docs/backup.md).`
+be stopped: restore takes its lock. When it replaces a store at a higher
+revision than the backup's, the restored store's revision is moved a
+billion past that one and marked compacted, so that no revision is handed
+out twice: clients' watches are cancelled as compacted and they relist
+(docs/backup.md).`
 
 // sqliteFlags are the flags of backup and restore: the store, which must be
 // SQLite.
@@ -99,6 +101,12 @@ func restoreMain(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "restored %s from %s\n", d.Path, file)
 	writeBackupInfo(stdout, info)
+	switch {
+	case info.Bumped != 0:
+		fmt.Fprintf(stdout, "  bumped    to revision %d, past the replaced store's %d, marked compacted: watches are cancelled and clients relist\n", info.Bumped, info.ReplacedRev)
+	case info.ReplacedErr != nil:
+		fmt.Fprintf(stdout, "  warning   the replaced store's revision could not be read (%v): the revision was not bumped; if it served revisions past %d, restart kube-apiserver (docs/backup.md)\n", info.ReplacedErr, info.Rev)
+	}
 	return nil
 }
 

@@ -57,6 +57,20 @@ var (
 		Name: "quantykube_watch_log_reads_total",
 		Help: "Watch catch-up reads that went to the database instead of the in-memory ring.",
 	})
+	// RevisionRegressions counts the times this process found the
+	// database behind a revision it had acknowledged or shown (a failover
+	// to a standby that had not received every commit) and moved the
+	// database's revision past it (ADR-027).
+	RevisionRegressions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_revision_regressions_total",
+		Help: "Times the database was found behind a revision this process had acknowledged or shown (committed transactions lost, as in a failover to a standby that was behind), and its revision moved past it.",
+	})
+	// RevisionsLost adds up, over those times, how many acknowledged or
+	// shown revisions the database no longer had.
+	RevisionsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_revisions_lost_total",
+		Help: "Revisions this process had acknowledged or shown that the database no longer held when it was found behind them.",
+	})
 	// LiveIndexBytes is what the live index holds (0: none).
 	LiveIndexBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quantykube_live_index_bytes",
@@ -68,6 +82,7 @@ var (
 // process's.
 var own = []prometheus.Collector{
 	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, Watchers, WatchLogReads, LiveIndexBytes,
+	RevisionRegressions, RevisionsLost,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
 	gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),

@@ -78,7 +78,9 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 	}
 	keys := batchKeys(reqs)
 	tx := &bufferedTx{b: b, ctx: ctx, conn: conn, keys: keys, pend: &BatchWrites{}, isDirty: map[string]bool{}}
-	if a := b.assume(reqs, keys); a != nil {
+	// A batch assumes only a state at or past everything this process has
+	// handed out: a database that lost revisions could hold that state again.
+	if a := b.assume(reqs, keys); a != nil && a.Start.Rev >= b.s.seenRev() {
 		tx.assumed = a
 		tx.rows = make(staged, len(keys))
 		for i, k := range a.Keys {
@@ -104,6 +106,11 @@ func (t *bufferedTx) lock() (BatchStart, error) {
 	start, kvs, err := b.sh.BeginBatch(t.ctx, t.conn, t.keys)
 	if err != nil {
 		return start, err
+	}
+	if seen := b.s.seenRev(); start.Rev < seen {
+		// Revisions this process handed out are lost: the next ones would
+		// be handed out twice (regress.go).
+		return start, &regressedError{db: start.Rev, seen: seen}
 	}
 	if start == b.last && b.known {
 		b.calm++

@@ -71,7 +71,11 @@ func NextReadStep(step, from, to, through, max int64) int64 {
 	return min(2*step, max)
 }
 
-const floorSQL = `SELECT value FROM meta WHERE name = 'retain_floor'`
+// floorSQL reads the floor below which the log no longer tells every
+// change: the retention floor, or the revision a bump set after the
+// database lost revisions (regress.go), below which the log's revisions
+// were handed out twice.
+const floorSQL = `SELECT MAX(value) FROM meta WHERE name IN ('retain_floor', '` + resetMeta + `')`
 
 // logEventsSQL selects log rows from from (aliased l) matching where, in (rev, sub)
 // order, at most limit (0: all), each with its prev_kv: the key's row just

@@ -89,6 +89,11 @@ type Store struct {
 	// ownCommitted is the newest revision a batch of this replica's writer
 	// took on a shared database; the writer publishes it itself.
 	ownCommitted atomic.Int64
+	// shown is the highest header revision a Range answered on a shared
+	// database, where a read from SQL may be ahead of what the tailer
+	// published; with committed and ownCommitted it is the revision the
+	// database must never fall behind (regress.go).
+	shown atomic.Int64
 	// releasing is set while freed memory goes back to the operating
 	// system (publish.go) through freeOSMemory (tests count the calls);
 	// releaseLater is the second release, after the last big drop.

@@ -208,9 +208,22 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 	t.s.reloadSharedIndex(ctx)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// Taken before the read: a revision committed after it began (the
+	// writer's next batch) is not a loss.
+	seen := t.s.seenRev()
 	var rev, compact int64
 	if err := t.s.rdb.QueryRowContext(ctx, tailMetaSQL).Scan(&rev, &compact); err != nil {
 		return err
+	}
+	if rev < seen {
+		// Committed revisions were lost (regress.go): the database moves
+		// past them before anything here follows it again.
+		if err := t.recoverLocked(rev, seen); err != nil {
+			return err
+		}
+		if err := t.s.rdb.QueryRowContext(ctx, tailMetaSQL).Scan(&rev, &compact); err != nil {
+			return err
+		}
 	}
 	storeMax(&t.s.compact, compact)
 	all := KeyRange{Key: []byte{}, Unbounded: true}
@@ -231,7 +244,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 			// every reader. Move on to the floor, as after a compaction:
 			// the watchers still behind it are cancelled, and clients
 			// relist. Retrying would never succeed.
-			t.s.log.Warn("this replica fell behind the retention floor; its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
+			t.s.log.Warn("this replica fell behind the retention floor (or a revision bump after lost revisions); its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
 			storeMax(&t.s.committed, below.Floor-1)
 			t.s.hub.skip(below.Floor - 1)
 			// A live index behind the floor lacks the skipped changes.

@@ -217,6 +217,18 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 		// nothing (batch_assume.go): again, reading it this time.
 		c, results, err = w.transact(ctx, reqs)
 	}
+	if reg := (*regressedError)(nil); errors.As(err, &reg) {
+		// The database lost revisions this process handed out; the batch
+		// wrote nothing. Once the database is past them (regress.go), the
+		// batch runs again from there.
+		w.enterDB()
+		err = w.s.followLoss()
+		w.leaveDB()
+		if err != nil {
+			return nil, err
+		}
+		c, results, err = w.transact(ctx, reqs)
+	}
 	if err != nil {
 		return nil, err
 	}

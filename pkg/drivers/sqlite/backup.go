@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // BackupInfo describes a backup file.
@@ -19,6 +21,12 @@ type BackupInfo struct {
 	Schema int64
 	// Bytes is the file's size.
 	Bytes int64
+	// A restore over a store at a higher revision than the backup's moved
+	// the restored revision from Rev to Bumped, past the replaced store's
+	// ReplacedRev, and marked it compacted (ADR-027). ReplacedErr says why
+	// the replaced store's revision could not be read (nothing bumped).
+	ReplacedRev, Bumped int64
+	ReplacedErr         error
 }
 
 // Backup writes a consistent copy of the database, history included, to
@@ -95,6 +103,12 @@ func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
 // existing database is replaced only when replace is set; its WAL goes with
 // it, since SQLite would replay that WAL into the restored file. Until then
 // ctx can stop the restore, and the database stays as it was.
+//
+// A replaced database at a higher revision than the backup's has handed
+// those revisions out, and clients hold them: the restored copy's revision
+// is moved RevisionBump past it and marked compacted before it replaces
+// the database, so no revision names two states and every watch is
+// cancelled (ADR-027).
 func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (BackupInfo, error) {
 	info, err := d.Verify(ctx, file)
 	if err != nil {
@@ -111,8 +125,15 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 		return info, fmt.Errorf("restore: %w", err)
 	}
 	defer lock.Close()
-	if _, err := os.Stat(real); err == nil && !replace {
+	_, err = os.Stat(real)
+	exists := err == nil
+	if exists && !replace {
 		return info, fmt.Errorf("restore: %s exists: stop its server, back it up if it matters, and restore with --force to replace it", d.Path)
+	}
+	if exists {
+		// Read before its WAL goes: the revisions it handed out are what
+		// the restored store must not hand out again.
+		info.ReplacedRev, info.ReplacedErr = readRev(ctx, real)
 	}
 	tmp := real + ".restoring"
 	// A restore that crashed left it; the lock says none is running.
@@ -121,6 +142,13 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 	}
 	if err := vacuumInto(ctx, file, tmp); err != nil {
 		return info, fmt.Errorf("restore: copy %s: %w", file, err)
+	}
+	if info.ReplacedRev > info.Rev {
+		info.Bumped = info.ReplacedRev + mvcc.RevisionBump
+		if err := d.bump(ctx, tmp, info.Bumped); err != nil {
+			os.Remove(tmp)
+			return info, fmt.Errorf("restore: move the revision past %d: %w", info.ReplacedRev, err)
+		}
 	}
 	if st, err := os.Stat(tmp); err == nil {
 		info.Bytes = st.Size()
@@ -141,6 +169,44 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 		return info, fmt.Errorf("restore: %w", err)
 	}
 	return info, nil
+}
+
+// readRev reads the revision of the store in file.
+func readRev(ctx context.Context, file string) (int64, error) {
+	db, err := OpenReadOnly(file)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var rev int64
+	err = db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&rev)
+	return rev, err
+}
+
+// bump moves the revision of the store in file to rev and marks every
+// revision below it compacted, in one transaction (mvcc.BumpRevision).
+func (d *Dialect) bump(ctx context.Context, file string, rev int64) error {
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(30000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := mvcc.BumpRevision(ctx, tx, d, rev); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	// The change in the file itself, none in a WAL beside it that the
+	// rename would leave behind.
+	_, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	return err
 }
 
 // OpenReadOnly opens an SQLite file (QuantyKube's, or another program's,
