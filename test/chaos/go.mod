@@ -6,6 +6,7 @@ go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/quantyroot/quantykube v0.0.0-00010101000000-000000000000
 	github.com/quantyroot/quantykube/test/lazyfs v0.0.0-00010101000000-000000000000
 	github.com/quantyroot/quantykube/test/linearizability v0.0.0-00010101000000-000000000000
@@ -35,7 +36,6 @@ require (
 	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
