@@ -41,6 +41,13 @@ type PgBouncer struct {
 // ones it tracks refused, no prepared statements across transactions
 // (1.18 has none; later versions only with max_prepared_statements).
 func StartPgBouncer(ctx context.Context, host string, port int, mode string) (*PgBouncer, error) {
+	return StartPgBouncerPool(ctx, host, port, mode, 0)
+}
+
+// StartPgBouncerPool is StartPgBouncer with at most poolSize server
+// connections per database (default_pool_size; 0: PgBouncer's 20), as a
+// pooler shared by many clusters is sized.
+func StartPgBouncerPool(ctx context.Context, host string, port int, mode string, poolSize int) (*PgBouncer, error) {
 	bin := os.Getenv(EnvPgBouncer)
 	if bin == "" {
 		bin = DefaultPgBouncer
@@ -73,7 +80,7 @@ func StartPgBouncer(ctx context.Context, host string, port int, mode string) (*P
 		if b.Port, err = freePort(); err != nil {
 			return nil, err
 		}
-		if lastErr = b.start(ctx, bin, host, port, mode, uid, gid); lastErr == nil {
+		if lastErr = b.start(ctx, bin, host, port, mode, poolSize, uid, gid); lastErr == nil {
 			return b, nil
 		}
 	}
@@ -81,7 +88,7 @@ func StartPgBouncer(ctx context.Context, host string, port int, mode string) (*P
 	return nil, lastErr
 }
 
-func (b *PgBouncer) start(ctx context.Context, bin, host string, port int, mode string, uid, gid int) error {
+func (b *PgBouncer) start(ctx context.Context, bin, host string, port int, mode string, poolSize, uid, gid int) error {
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%d
 
@@ -95,6 +102,9 @@ pool_mode = %s
 max_client_conn = 2000
 logfile = %s
 `, host, port, b.Port, filepath.Join(b.Dir, "userlist.txt"), mode, filepath.Join(b.Dir, "pgbouncer.log"))
+	if poolSize > 0 {
+		ini += fmt.Sprintf("default_pool_size = %d\n", poolSize)
+	}
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"} {
 		if err := os.WriteFile(filepath.Join(b.Dir, name), []byte(body), 0o644); err != nil {
 			return err
