@@ -14,7 +14,7 @@ import (
 // Nothing in SQLite holds a step's rows any more (sqlInsertDeletes keeps
 // no statement journal, and its numbering window drops each row once
 // numbered), but one statement for 20,000 keys still took 4-8% longer than
-// steps of 2,000 (docs/benchmarks/range-delete.md, sixteenth round).
+// steps of 2,000 (docs/benchmarks/range-delete.md).
 const deleteStep = 2000
 
 // deleteRange deletes the live keys in kr with a few statements per

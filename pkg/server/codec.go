@@ -56,8 +56,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // 1 MiB (zeroed at every take) until the client has read it. Watch
 // answers of a stream that fell behind are mostly that size: with a
 // hundred watch streams under writes, those buffers took QuantyKube to
-// 1.7-4.8x etcd's memory (docs/benchmarks/watch-memory.md, "Issue 14,
-// thirteenth round").
+// 1.7-4.8x etcd's memory (docs/benchmarks/watch-memory.md).
 const maxPooled = 32 << 10
 
 // largeAnswers holds the buffers of answers over maxPooled up to
@@ -68,7 +67,7 @@ const maxPooled = 32 << 10
 // keeps up with a busy store fall (a group commit's events). A larger
 // answer gets a buffer of its own size: kept in a pool, buffers of
 // megabytes stayed with every stream that had once sent one
-// (docs/benchmarks/watch-memory.md, "Issue 14, thirteenth round").
+// (docs/benchmarks/watch-memory.md).
 var largeAnswers = func() mem.BufferPool {
 	p, err := mem.NewBinaryTieredBufferPool(16, 17, 18)
 	if err != nil {

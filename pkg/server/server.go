@@ -110,8 +110,8 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		// one request at a time (kube-apiserver between bursts, etcdctl)
 		// had every request answered with a ping too, and its ack cost both
 		// processes a wakeup and a read or a write: 3-13% of the server's
-		// CPU per write at one client (docs/benchmarks/sqlite-writes.md,
-		// "Issue 14, eleventh round"). The windows bound only what clients send ahead:
+		// CPU per write at one client (docs/benchmarks/sqlite-writes.md).
+		// The windows bound only what clients send ahead:
 		// requests, of at most gRPC's limit above. 16 MiB is the most the
 		// estimate would grow either window to; a message larger than the
 		// stream's window is granted its whole size once its handler

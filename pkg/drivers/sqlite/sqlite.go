@@ -81,11 +81,11 @@ func (d *Dialect) dsn(extra ...string) string {
 // page it caches again. Once a cache is full SQLite recycles the least
 // recently used pages and allocates nothing, so the smaller the cache,
 // the less each read after a commit allocates. A History Log of 1,000
-// revisions reads about 1,850 pages: with the third round's 8 MiB, which
+// revisions reads about 1,850 pages: with an 8 MiB cache, which
 // held them all, it took 3x as long after a commit as with SQLite's
 // default, and this cache takes a fifth to a third off that. Only at
 // rest, in a store nothing writes to, was a bigger cache faster
-// (docs/benchmarks/history-reads.md, "Issue 14, ninth round").
+// (docs/benchmarks/history-reads.md).
 const readerCacheKiB = 500
 
 func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) {
