@@ -57,6 +57,7 @@ func TestChaos(t *testing.T) {
 		{"kill -9, SQLite", killSQLite},
 		{"kill -9 of one of two replicas, PostgreSQL", killReplica},
 		{"PostgreSQL stopped hard and restarted, two replicas", postgresRestart},
+		{"PostgreSQL failover to a synchronous standby, two replicas", syncFailover},
 		{"disk full, SQLite", diskFull},
 		{"PostgreSQL connections reset mid-batch, two replicas", connectionCut},
 	} {

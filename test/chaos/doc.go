@@ -14,6 +14,9 @@
 //   - kill -9 of QuantyKube on SQLite, and of one of two replicas on
 //     PostgreSQL;
 //   - PostgreSQL stopped hard (immediate) and started again, two replicas;
+//   - PostgreSQL's primary crashed and its synchronous standby promoted,
+//     two replicas on a two-host endpoint, three times: nothing
+//     acknowledged is lost, and writes resume within 5 s of a promotion;
 //   - the disk filling up under SQLite (a small tmpfs): writes fail with a
 //     clear error, reads go on, the database stays whole, and writing
 //     resumes once space returns;

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -69,7 +71,12 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 // Standby makes a streaming standby of c (pg_basebackup -R, with a fast
 // checkpoint: without one it waits for the next checkpoint, minutes) in a
 // new directory and starts it on a port of its own. Destroy removes it.
-func (c *Cluster) Standby(ctx context.Context) (*Cluster, error) {
+func (c *Cluster) Standby(ctx context.Context) (*Cluster, error) { return c.StandbyOn(ctx, 0) }
+
+// StandbyOn is Standby on the given port (0: a free one), so that a
+// standby can take the place of a server that is gone, under a
+// multi-host DSN that names that port.
+func (c *Cluster) StandbyOn(ctx context.Context, port int) (*Cluster, error) {
 	s := &Cluster{bin: c.bin, uid: c.uid, gid: c.gid}
 	dir, err := os.MkdirTemp("", "quanty-pg-standby-")
 	if err != nil {
@@ -91,9 +98,30 @@ func (c *Cluster) Standby(ctx context.Context) (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
+	// The copied configuration puts the socket in c's directory, which
+	// may go before s does.
+	f, err := os.OpenFile(filepath.Join(s.data(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString("\nunix_socket_directories = '" + dir + "'\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: configuring the standby: %w", err)
+	}
 	if err := s.reapOnExit(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if port != 0 {
+		s.Port = port
+		if err := s.Start(ctx); err != nil {
+			s.Destroy()
+			return nil, err
+		}
+		return s, nil
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		if s.Port, err = freePort(); err != nil {
@@ -105,6 +133,37 @@ func (c *Cluster) Standby(ctx context.Context) (*Cluster, error) {
 	}
 	s.Destroy()
 	return nil, err
+}
+
+// RequireSynchronous makes c a synchronous primary
+// (synchronous_standby_names = '*', synchronous_commit = on): a commit
+// returns once a standby has flushed it. It waits until a standby streams
+// as synchronous, so that no commit after it is acknowledged by c alone.
+func (c *Cluster) RequireSynchronous(ctx context.Context) error {
+	conn, err := connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = '*'`, `ALTER SYSTEM SET synchronous_commit = on`, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("pgtest: %s: %w", q, err)
+		}
+	}
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`).Scan(&n); err != nil {
+			return fmt.Errorf("pgtest: reading pg_stat_replication: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgtest: no synchronous standby streams: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Promote ends a standby's recovery: it becomes a primary.
