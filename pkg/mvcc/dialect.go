@@ -162,6 +162,10 @@ type Shared interface {
 	// import writes a store no server may be serving. It holds nothing
 	// beyond tx, so it works through a pooler in transaction mode.
 	LockImport(ctx context.Context, tx *sql.Tx) error
+	// Announce tells LockImport, until ctx ends, that this server is up,
+	// where Listen's connection cannot (no session of its own behind a
+	// pooler), and returns once it has withdrawn the announcement.
+	Announce(ctx context.Context)
 }
 
 // BatchStart is the committed state a write batch starts from.

@@ -88,7 +88,11 @@ func (t *tailer) need(what uint32) {
 func (t *tailer) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.stop = cancel
-	listenDone := make(chan struct{})
+	listenDone, announced := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(announced)
+		t.sh.Announce(ctx)
+	}()
 	go func() {
 		defer close(listenDone)
 		if err := t.sh.Listen(ctx, t.connected, t.notified); err != nil {
@@ -98,7 +102,7 @@ func (t *tailer) start() {
 	}()
 	go func() {
 		defer close(t.done)
-		defer func() { <-listenDone }()
+		defer func() { <-listenDone; <-announced }()
 		t.run(ctx)
 	}()
 }

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 func logf(format string, args ...any) {
@@ -64,6 +66,7 @@ func run() error {
 	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
 	only := flag.String("targets", "", "comma-separated target names to run (default: all available)")
 	pgBin := flag.String("pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries; empty: no Postgres targets")
+	pgbouncer := flag.Bool("pgbouncer", true, "also run quantykube/pgbouncer: QuantyKube through PgBouncer in transaction mode ("+pgtest.DefaultPgBouncer+" or $"+pgtest.EnvPgBouncer+")")
 	clientsFlag := flag.String("clients", "1,16,64", "client counts")
 	keys := flag.Int("keys", 5000, "keys per write phase")
 	valueSize := flag.Int("value-size", 1024, "value bytes")
@@ -158,7 +161,7 @@ func run() error {
 	if *profileEngine != "sqlite" && *profileEngine != "postgres" {
 		return fmt.Errorf("-profile-engine %q: want sqlite or postgres", *profileEngine)
 	}
-	if wantPG && *only != "" && !strings.Contains(*only, "postgres") && !profilePG {
+	if wantPG && *only != "" && !strings.Contains(*only, "postgres") && !strings.Contains(*only, "pgbouncer") && !profilePG {
 		wantPG = false
 	}
 	if wantPG {
@@ -192,6 +195,14 @@ func run() error {
 		}
 		if *kineBin != "" {
 			targets = append(targets, kineTarget(*kineBin, pg))
+		}
+		if *qkBin != "" && *pgbouncer {
+			pool, err := pgtest.StartPgBouncer(ctx, "127.0.0.1", pg.port, "transaction")
+			if err != nil {
+				return fmt.Errorf("pgbouncer (-pgbouncer=false leaves it out): %w", err)
+			}
+			defer pool.Destroy()
+			targets = append(targets, pooledTarget(*qkBin, pg, pool, strings.Fields(*qkFlags)))
 		}
 	}
 	if *only != "" {

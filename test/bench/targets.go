@@ -17,6 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 // A target is one server under test: how to start it on a fresh data
@@ -86,6 +88,24 @@ func quantykubeTarget(name, bin string, pg *pgCluster, extra []string) target {
 	}
 	if pg != nil {
 		t.on = func(pg *pgCluster) target { return quantykubeTarget(name, bin, pg, extra) }
+	}
+	return t
+}
+
+// pooledTarget is QuantyKube on the throwaway cluster through PgBouncer
+// in transaction mode, with PgBouncer's default settings: what managed
+// offerings hand out (docs/adr/026). Beside quantykube/postgres it shows
+// what the pooler costs per operation; PgBouncer's own CPU is not in
+// the server CPU column.
+func pooledTarget(bin string, pg *pgCluster, pool *pgtest.PgBouncer, extra []string) target {
+	t := target{name: "quantykube/pgbouncer", engine: "postgres"}
+	t.start = func(ctx context.Context, dir, db string, port int) (*exec.Cmd, error) {
+		ep, err := pool.Through(pg.url(db))
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{"serve", "--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", ep}, extra...)
+		return command(ctx, dir, bin, args...)
 	}
 	return t
 }

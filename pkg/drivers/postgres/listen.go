@@ -61,6 +61,8 @@ func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(strin
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, pgx.QueryExecModeSimpleProtocol, int64(serveLockID)); err != nil {
 		return false, err
 	}
+	d.serveLockHeld.Store(true)
+	defer d.serveLockHeld.Store(false)
 	// From here every committed notification arrives on conn, until an
 	// error ends it: a lost connection, or the server ending the session.
 	up(true)

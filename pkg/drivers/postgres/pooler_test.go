@@ -166,3 +166,48 @@ func TestListenBehindPooler(t *testing.T) {
 		t.Fatalf("Listen at its end: %v", err)
 	}
 }
+
+// A server behind a transaction pooler holds no session an import could
+// see, so it keeps a row in meta: an import is refused while the server
+// runs, even before its LISTEN probe has failed, and runs as soon as the
+// server has closed. Without the row the import would write under a
+// serving store (ADR-026).
+func TestImportRefusedWhileServedThroughPooler(t *testing.T) {
+	defer postgres.SetProbeTimeout(time.Second)()
+	direct, pooled := pooledDatabase(t)
+	s, err := mvcc.Open(t.Context(), dialectFor(t, pooled), mvcc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := sqlDB(t, direct)
+	for _, when := range []string{"as it starts", "once its LISTEN probe has failed"} {
+		if when != "as it starts" {
+			time.Sleep(2 * time.Second) // past the probe's timeout
+		}
+		var live int
+		deadline := time.Now().Add(10 * time.Second)
+		for live == 0 && time.Now().Before(deadline) {
+			if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM meta WHERE name LIKE 'server/%'`).Scan(&live); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, via := range []string{direct, pooled} {
+			im, err := mvcc.BeginImport(t.Context(), dialectFor(t, via), mvcc.ImportOptions{Logger: quiet})
+			if err == nil {
+				im.Close()
+				t.Fatalf("%s: an import into a database served through a pooler: no error", when)
+			}
+			if !strings.Contains(err.Error(), "a QuantyKube server is connected to") || !strings.Contains(err.Error(), "through a pooler") {
+				t.Errorf("%s: import: %v", when, err)
+			}
+		}
+	}
+	s.Close()
+	im, err := mvcc.BeginImport(t.Context(), dialectFor(t, pooled), mvcc.ImportOptions{Logger: quiet})
+	if err != nil {
+		t.Fatalf("import once the server closed: %v", err)
+	}
+	im.Close()
+}

@@ -59,6 +59,11 @@ type Dialect struct {
 	mu       sync.Mutex
 	detected bool
 	pooled   atomic.Bool // no proof of a direct connection (pooler.go)
+
+	// serverID names this server's row in meta; serveLockHeld is whether
+	// its LISTEN connection holds the serve lock (serverrow.go).
+	serverID      string
+	serveLockHeld atomic.Bool
 }
 
 // channel is the LISTEN/NOTIFY channel; notifications are per database.
@@ -105,7 +110,7 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if opts.Pool.MaxIdleTime == 0 {
 		opts.Pool.MaxIdleTime = 5 * time.Minute
 	}
-	return &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode=")}, nil
+	return &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode="), serverID: newServerID()}, nil
 }
 
 // parseConfig parses a database URL with QuantyKube's defaults: a 10 s
@@ -435,6 +440,21 @@ func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 	}
 	if !ok {
 		return fmt.Errorf("a QuantyKube server is connected to %s: stop every replica before importing", d.where())
+	}
+	var hasMeta bool
+	if err := tx.QueryRowContext(ctx, `SELECT to_regclass('meta') IS NOT NULL`).Scan(&hasMeta); err != nil {
+		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
+	}
+	if !hasMeta {
+		return nil
+	}
+	var n, left int64
+	if err := tx.QueryRowContext(ctx, serverRowsLiveSQL).Scan(&n, &left); err != nil {
+		return fmt.Errorf("reading the servers' rows in %s: %w", d.where(), err)
+	}
+	if n > 0 {
+		return fmt.Errorf("a QuantyKube server is connected to %s (%d renewed their row in meta within %v, through a pooler): stop every replica before importing; a server that crashed lets go %d s from now",
+			d.where(), n, serverExpiry, left)
 	}
 	return nil
 }

@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A server whose LISTEN connection holds the serve lock is seen by an
+// import through the lock. One behind a transaction pooler without a
+// listen endpoint holds no session that could keep it (ADR-026), so it
+// keeps a row in meta instead, server/<id> with an expiry on the
+// database's clock, renewed while no proven session holds the lock;
+// LockImport refuses while any such row has not expired. It costs one
+// statement every serverRenew, and only while the lock is not held: a
+// replica at rest with a working LISTEN connection sends nothing
+// (ADR-007).
+const (
+	serverRenew = 10 * time.Second
+	// serverExpiry outlasts two missed renewals.
+	serverExpiry = 30 * time.Second
+	// serverRowsKept: an expired row (a server that crashed) is removed
+	// by the next server to start once it is this old.
+	serverRowsKept = time.Hour
+)
+
+// serverRowPrefix starts the rows' names in meta; loadState reads only
+// the names it knows, and leaves these alone.
+const serverRowPrefix = "server/"
+
+func newServerID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Announce writes this server's row in meta and renews it every
+// serverRenew while the serve lock is not held, until ctx ends; then it
+// removes the row, so that an import need not wait for it to expire. A
+// failed renewal is retried at the next tick: the row outlasts two.
+func (d *Dialect) Announce(ctx context.Context) {
+	name := serverRowPrefix + d.serverID
+	var conn *pgx.Conn
+	defer func() {
+		if conn == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(cctx, `DELETE FROM meta WHERE name = $1`, pgx.QueryExecModeSimpleProtocol, name)
+		conn.Close(cctx)
+	}()
+	first := true
+	for {
+		if first || !d.serveLockHeld.Load() {
+			var err error
+			if conn, err = d.renewServerRow(ctx, conn, name, first); err == nil {
+				first = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(serverRenew):
+		}
+	}
+}
+
+// renewServerRow upserts the row on conn (connecting when conn is nil or
+// broken) and returns the connection to use next time. The first write
+// also removes rows of servers gone for serverRowsKept.
+func (d *Dialect) renewServerRow(ctx context.Context, conn *pgx.Conn, name string, first bool) (*pgx.Conn, error) {
+	if conn == nil || conn.IsClosed() {
+		cfg := d.cfg.Copy()
+		cfg.RuntimeParams["application_name"] += "-heartbeat"
+		var err error
+		if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	// Simple protocol and one statement: nothing stays on a pooler's
+	// server connection.
+	q := fmt.Sprintf(`INSERT INTO meta (name, value) VALUES ($1, %s + %d) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, nowMs, serverExpiry.Milliseconds())
+	if first {
+		q = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + q
+	}
+	if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol, name); err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn.Close(cctx)
+		cancel()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// serverRowsLiveSQL counts the servers whose rows have not expired, and
+// the seconds the latest has left. meta may not exist yet (an import into
+// a new database): then there are none.
+var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) / 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
+	nowMs, serverRowPrefix, nowMs)
