@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/quantyroot/quantykube/test/framework"
-	"github.com/quantyroot/quantykube/test/pgtest"
 	lin "github.com/quantyroot/quantykube/test/linearizability"
+	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 // syncFailover is a failover as an HA manager with synchronous
