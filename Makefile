@@ -12,7 +12,7 @@ TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-embed e2e proto proto-check ci bench dist dist-check chaos fuzz
+.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed e2e proto proto-check ci bench dist dist-check chaos fuzz
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -57,16 +57,21 @@ lint:
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
-# cluster unless QUANTY_TEST_POSTGRES_DSN names a server); and QuantyKube
+# cluster unless QUANTY_TEST_POSTGRES_DSN names a server), directly and
+# through PgBouncer in transaction mode; and QuantyKube
 # embedded through pkg/endpoint as k3s embeds kine, serving kube-apiserver's
 # storage layer (test/conformance/k3sembed).
-conformance: conformance-sqlite conformance-postgres conformance-embed
+conformance: conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed
 
 conformance-sqlite:
 	QUANTYKUBE_CONFORMANCE_BACKEND=quantykube bash scripts/conformance.sh
 
 conformance-postgres:
 	QUANTYKUBE_CONFORMANCE_BACKEND=postgres bash scripts/conformance.sh
+
+# The same suite through PgBouncer in transaction mode (docs/adr/026).
+conformance-pgbouncer:
+	QUANTYKUBE_CONFORMANCE_BACKEND=pgbouncer bash scripts/conformance.sh
 
 conformance-embed:
 	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/

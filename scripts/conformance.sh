@@ -11,7 +11,8 @@
 #
 # Environment:
 #   QUANTYKUBE_CONFORMANCE_BACKEND  quantykube (default, SQLite) | postgres (QuantyKube
-#                                   on PostgreSQL, a fresh database per test) | etcd
+#                                   on PostgreSQL, a fresh database per test) | pgbouncer
+#                                   (the same through PgBouncer in transaction mode) | etcd
 #                                   (reference run against a real embedded etcd,
 #                                   proves the harness)
 #   QUANTY_TEST_POSTGRES_DSN        postgres backend: the server to make test databases
@@ -50,7 +51,7 @@ PKGS="${CONFORMANCE_PKGS:-./pkg/storage/etcd3/...}"
 TIMEOUT="${CONFORMANCE_TIMEOUT:-20m}"
 BACKEND="${QUANTYKUBE_CONFORMANCE_BACKEND:-quantykube}"
 export QUANTYKUBE_CONFORMANCE_BACKEND="$BACKEND"
-case "$BACKEND" in quantykube | postgres | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube, postgres or etcd" ;; esac
+case "$BACKEND" in quantykube | postgres | pgbouncer | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube, postgres, pgbouncer or etcd" ;; esac
 
 # ---- prerequisites -----------------------------------------------------------
 command -v go >/dev/null 2>&1 || die "'go' is not on PATH (Go 1.$MIN_GO_MINOR+ is required)"
@@ -124,10 +125,14 @@ step "editing the copy's go.mod (require + replace $OUR_CONF_MODULE and $OUR_MOD
 ) || die "preparing the copy's go.mod failed (see above)"
 
 # ---- 3b. PostgreSQL for the postgres backend ----------------------------------
-if [ "$BACKEND" = postgres ] && [ -z "${QUANTY_TEST_POSTGRES_DSN:-}" ]; then
+if [ "$BACKEND" = pgbouncer ]; then
+	[ -x "${QUANTY_TEST_PGBOUNCER:-/usr/sbin/pgbouncer}" ] ||
+		die "backend=pgbouncer: no pgbouncer at ${QUANTY_TEST_PGBOUNCER:-/usr/sbin/pgbouncer} (apt-get install pgbouncer)"
+fi
+if { [ "$BACKEND" = postgres ] || [ "$BACKEND" = pgbouncer ]; } && [ -z "${QUANTY_TEST_POSTGRES_DSN:-}" ]; then
 	PGBIN="${QUANTY_TEST_POSTGRES_BIN:-/usr/lib/postgresql/15/bin}"
 	[ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] ||
-		die "backend=postgres: QUANTY_TEST_POSTGRES_DSN is unset and there are no PostgreSQL server binaries in $PGBIN"
+		die "backend=$BACKEND: QUANTY_TEST_POSTGRES_DSN is unset and there are no PostgreSQL server binaries in $PGBIN"
 	step "starting a throwaway PostgreSQL cluster ($PGBIN)"
 	pgout="$(cd "$ROOT" && go run ./test/pgtest/pgcluster start)" || die "could not start a PostgreSQL cluster (see above)"
 	QUANTY_TEST_POSTGRES_DSN="${pgout%% *}"

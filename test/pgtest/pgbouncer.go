@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -119,11 +120,27 @@ logfile = %s
 	}
 	out := &tailWriter{}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the thread that started the child ends, and Go
+	// ends threads (one whose goroutine exited locked to it, as some
+	// suites' goroutines do): start it from a thread locked to a
+	// goroutine that waits for it, so that thread lives as long as it.
+	started := make(chan error)
+	b.done = make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(b.done)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("pgtest: start pgbouncer: %w", err)
 	}
-	b.cmd, b.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(b.done) }()
+	b.cmd = cmd
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		select {

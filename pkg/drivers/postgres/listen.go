@@ -16,23 +16,34 @@ import (
 // notification. A variable for the tests.
 var probeTimeout = 10 * time.Second
 
-// probePrefix starts a probe's payload, and probeSuffix ends it: a kind
-// the tailers do not know (mvcc's notify*), so every replica reads
-// everything once, as a replica's connection coming up makes it do anyway.
-const (
-	probePrefix = "probe-"
-	probeSuffix = "-p"
-)
+// statementTimeout bounds each statement of the side connections (the
+// LISTEN connection, the probe's sender, the server row's): they run to
+// their end even once the caller's context has ended, since a client that
+// disconnects mid-statement makes a pooler cancel it on the server, which
+// PgBouncer 1.18 to 1.20 can crash on (see cancelGrace).
+const statementTimeout = 10 * time.Second
 
-// listenOnce connects, listens, and proves that notifications reach the
-// connection before it says so (up): a pooler in transaction mode accepts
-// LISTEN on whichever server connection it picks, then hands that one to
-// other clients, and the notifications go with it, or nowhere. The proof
-// is a notification sent from another connection (the endpoint's, as every
-// replica's commits are) while this one waits: it arrives only where the
-// session that listens is this connection's for good. Without it the
-// connection is closed and ErrNoNotifications returned. listened reports
-// whether it got as far as listening.
+// statement runs one simple-protocol statement on conn whatever becomes of
+// ctx meanwhile, within statementTimeout.
+func statement(ctx context.Context, conn *pgx.Conn, sql string, args ...any) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+	defer cancel()
+	_, err := conn.Exec(sctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	return err
+}
+
+// listenOnce connects, proves that notifications reach the connection,
+// listens, and says so (up): a pooler in transaction mode accepts LISTEN
+// on whichever server connection it picks, then hands that one to other
+// clients, and the notifications go with it, or nowhere. The proof is a
+// notification on a channel of the probe's own, sent from another
+// connection (the endpoint's, as every replica's commits are) while this
+// one waits: it arrives only where the session that listens is this
+// connection's for good. A failed probe leaves its LISTEN on some server
+// connection of the pooler's, but on a channel nobody sends to again, so
+// that connection is never sent a notification it cannot pass on.
+// Without the proof the connection is closed and ErrNoNotifications
+// returned. listened reports whether it got as far as listening.
 func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(string)) (listened bool, err error) {
 	cfg := d.listenCfg.Copy()
 	cfg.RuntimeParams["application_name"] += "-listen"
@@ -45,20 +56,17 @@ func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(strin
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
+	if err := d.probe(ctx, conn); err != nil {
 		return false, err
 	}
-	if err := d.probe(ctx, conn); err != nil {
-		// Through a transaction pooler the LISTEN stays on a server
-		// connection other clients go on using: take it back.
-		_, _ = conn.Exec(ctx, `UNLISTEN *`, pgx.QueryExecModeSimpleProtocol)
+	if err := statement(ctx, conn, `LISTEN `+channel); err != nil {
 		return false, err
 	}
 	// Only on a connection that is one session (the probe's proof): through
 	// a pooler in transaction mode the lock would stay with a server
 	// connection other clients go on using. Held for as long as this
 	// connection lives: an import refuses to run while it is (LockImport).
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, pgx.QueryExecModeSimpleProtocol, int64(serveLockID)); err != nil {
+	if err := statement(ctx, conn, `SELECT pg_advisory_lock_shared($1)`, int64(serveLockID)); err != nil {
 		return false, err
 	}
 	d.serveLockHeld.Store(true)
@@ -72,23 +80,26 @@ func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(strin
 		if err != nil {
 			return true, nil
 		}
-		wake(n.Payload)
+		if n.Channel == channel {
+			wake(n.Payload)
+		}
 	}
 }
 
-// probe sends a notification from a connection of the endpoint and waits
-// for it on conn, which listens. What else arrives meanwhile is dropped:
-// the tailer reads everything once the connection is up.
+// probe listens on conn on a channel of its own, sends a notification
+// there from a connection of the endpoint and waits for it on conn.
 func (d *Dialect) probe(ctx context.Context, conn *pgx.Conn) error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	token := probePrefix + hex.EncodeToString(b[:]) + probeSuffix
+	probeChannel := channel + "_probe_" + hex.EncodeToString(b[:])
+	if err := statement(ctx, conn, `LISTEN `+probeChannel); err != nil {
+		return err
+	}
 	sender, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
 	if err != nil {
 		return err
 	}
-	// Simple protocol: no statement is left on a pooler's server connection.
-	_, err = sender.Exec(ctx, `SELECT pg_notify($1, $2)`, pgx.QueryExecModeSimpleProtocol, channel, token)
+	err = statement(ctx, sender, `SELECT pg_notify($1, 'probe')`, probeChannel)
 	sender.Close(context.Background())
 	if err != nil {
 		return err
@@ -102,8 +113,8 @@ func (d *Dialect) probe(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("%w: LISTEN on %s received no notification in %v", mvcc.ErrNoNotifications, d.listenWhere(), probeTimeout)
 		case err != nil:
 			return err
-		case n.Payload == token:
-			return nil
+		case n.Channel == probeChannel:
+			return statement(ctx, conn, `UNLISTEN `+probeChannel)
 		}
 	}
 }

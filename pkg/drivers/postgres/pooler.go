@@ -14,8 +14,11 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -59,8 +62,26 @@ type connector struct {
 	timeoutMs int64 // statement_timeout of each transaction when pooled (0: none)
 }
 
+// cancelGrace is how long a statement whose context ended may still run
+// behind a pooler before its connection is closed under it. A client
+// that disconnects while its statement runs makes PgBouncer send the
+// server a cancel request, and PgBouncer 1.18 to 1.20 (Debian 12 ships
+// 1.18) can crash on the answer (pgbouncer/pgbouncer#822): its fatal
+// "server in bad state: 11" takes every cluster behind it down. Letting
+// the statement finish first (pgx otherwise closes the connection as the
+// context ends) keeps a canceled request from ever doing that; the
+// statements are short, and the server would run them on anyway.
+const cancelGrace = 5 * time.Second
+
 func (d *Dialect) openDB(cfg *pgx.ConnConfig) *sql.DB {
-	return sql.OpenDB(connector{Connector: stdlib.GetConnector(*cfg), pooled: d.pooled.Load(), timeoutMs: d.opts.StatementTimeout.Milliseconds()})
+	pooled := d.pooled.Load()
+	if pooled {
+		cfg = cfg.Copy()
+		cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn(), DeadlineDelay: cancelGrace}
+		}
+	}
+	return sql.OpenDB(connector{Connector: stdlib.GetConnector(*cfg), pooled: pooled, timeoutMs: d.opts.StatementTimeout.Milliseconds()})
 }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {

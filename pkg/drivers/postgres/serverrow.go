@@ -49,9 +49,9 @@ func (d *Dialect) Announce(ctx context.Context) {
 		if conn == nil {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = statement(ctx, conn, `DELETE FROM meta WHERE name = $1`, name)
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, _ = conn.Exec(cctx, `DELETE FROM meta WHERE name = $1`, pgx.QueryExecModeSimpleProtocol, name)
 		conn.Close(cctx)
 	}()
 	first := true
@@ -88,7 +88,7 @@ func (d *Dialect) renewServerRow(ctx context.Context, conn *pgx.Conn, name strin
 	if first {
 		q = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + q
 	}
-	if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol, name); err != nil {
+	if err := statement(ctx, conn, q, name); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn.Close(cctx)
 		cancel()

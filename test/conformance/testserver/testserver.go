@@ -46,17 +46,18 @@ import (
 )
 
 // BackendEnv selects what RunEtcd starts: "quantykube" (default, SQLite),
-// "postgres" (QuantyKube on PostgreSQL) or "etcd".
+// "postgres" (QuantyKube on PostgreSQL), "pgbouncer" (QuantyKube on
+// PostgreSQL through PgBouncer in transaction mode) or "etcd".
 const BackendEnv = "QUANTYKUBE_CONFORMANCE_BACKEND"
 
 func backend(t testing.TB) string {
 	switch b := os.Getenv(BackendEnv); b {
 	case "", "quantykube":
 		return "quantykube"
-	case "etcd", "postgres":
+	case "etcd", "postgres", "pgbouncer":
 		return b
 	default:
-		t.Fatalf("%s=%q: want quantykube, postgres or etcd", BackendEnv, b)
+		t.Fatalf("%s=%q: want quantykube, postgres, pgbouncer or etcd", BackendEnv, b)
 		return ""
 	}
 }
@@ -177,14 +178,18 @@ func startEtcd(t testing.TB, cfg *embed.Config) []string {
 func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	t.Helper()
 	b := framework.SQLite
-	if backend(t) == "postgres" {
+	if be := backend(t); be == "postgres" || be == "pgbouncer" {
 		// The suite's TestMain is upstream's, so nothing here could remove
 		// a throwaway cluster the framework started: the server comes from
-		// scripts/conformance.sh.
+		// scripts/conformance.sh. The framework's PgBouncer ends with this
+		// process (pgtest.StartPgBouncer: Pdeathsig).
 		if os.Getenv(pgtest.EnvDSN) == "" {
-			t.Fatalf("%s=postgres needs %s", BackendEnv, pgtest.EnvDSN)
+			t.Fatalf("%s=%s needs %s", BackendEnv, be, pgtest.EnvDSN)
 		}
 		b = framework.Postgres
+		if be == "pgbouncer" {
+			b = framework.PgBouncer
+		}
 	}
 	logs := &testLogWriter{t: t}
 	// Registered before the server's own cleanup, so it runs after the
