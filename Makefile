@@ -5,7 +5,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The test tools with dependencies of their own are nested modules, so that
 # a program embedding pkg/endpoint inherits none of them (ADR-012); they
 # replace this module with ../.. (and chaos its two neighbours).
-TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench
+TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/ci/testcheck
 # testcheck runs go test in each of them: built once, as go run cannot
 # reach across modules.
 TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
@@ -37,13 +37,13 @@ run: build
 # /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
 # any skipped test. The tool modules' own tests (the recorder and checks,
-# lazyfs, the harness) run after this module's.
+# lazyfs, the harness, testcheck itself) run after this module's.
 test: lint testcheck
 	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
-	@for m in test/linearizability test/lazyfs test/bench; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
+	@for m in test/linearizability test/lazyfs test/bench test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
 
 testcheck:
-	@mkdir -p $(dir $(TESTCHECK)) && $(GO) build -o $(TESTCHECK) ./test/ci/testcheck
+	@mkdir -p $(dir $(TESTCHECK)) && cd test/ci/testcheck && $(GO) build -o $(TESTCHECK) .
 
 # The nested modules (test/conformance, test/e2e and the tool modules)
 # replace this module with ../..: their go.mod must follow ours, or they
