@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -52,7 +53,7 @@ type apiserviceSpec struct {
 	StoreServiceAccount string
 }
 
-func apiservice(args []string, stdout, stderr io.Writer) error {
+func apiserviceMain(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("apiservice", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, apiserviceUsage); fs.PrintDefaults() }

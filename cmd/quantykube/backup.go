@@ -74,7 +74,7 @@ func (f *sqliteFlags) parse(cmd string, args []string) (d *sqlite.Dialect, file 
 	return d, f.fs.Arg(0), false, nil
 }
 
-func backupMain(ctx context.Context, args []string, stdout io.Writer) error {
+func backupMain(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	d, file, done, err := newSQLiteFlags(backupUsage, "the store to back up").parse("backup", args)
 	if done || err != nil {
 		return err
@@ -88,7 +88,7 @@ func backupMain(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func restoreMain(ctx context.Context, args []string, stdout io.Writer) error {
+func restoreMain(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	f := newSQLiteFlags(restoreUsage, "the store to restore")
 	force := f.fs.Bool("force", false, "replace the store if it exists (its WAL goes with it)")
 	d, file, done, err := f.parse("restore", args)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +104,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "backup.db")
 	var out bytes.Buffer
-	err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out)
+	err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 	during := int64(0)
 	for w := range writers {
 		during += acked[w].Load() - before[w]
@@ -137,7 +138,7 @@ func TestBackupUnderLoad(t *testing.T) {
 
 	target := emptyTarget(t, framework.SQLite)
 	out.Reset()
-	if err := restoreMain(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out); err != nil {
+	if err := restoreMain(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	target.Start(t)
@@ -180,7 +181,7 @@ func TestBackupRestoreRefusals(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.db")
 	var out bytes.Buffer
-	if err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out); err != nil {
+	if err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	notDB := filepath.Join(dir, "not.db")
@@ -192,21 +193,21 @@ func TestBackupRestoreRefusals(t *testing.T) {
 		run        func() error
 	}{
 		{"backup to an existing file", "exists: give a new file", func() error {
-			return backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out)
+			return backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 		}},
 		{"backup of PostgreSQL", "not a SQLite store", func() error {
-			return backupMain(ctx, []string{"--endpoint", "postgres://u:secret@127.0.0.1:1/db", filepath.Join(dir, "pg.db")}, &out)
+			return backupMain(ctx, []string{"--endpoint", "postgres://u:secret@127.0.0.1:1/db", filepath.Join(dir, "pg.db")}, &out, io.Discard)
 		}},
 		{"restore under a running server", "another QuantyKube server has this database open", func() error {
-			return restoreMain(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out)
+			return restoreMain(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out, io.Discard)
 		}},
 		{"restore over a store without --force", "exists: stop its server", func() error {
 			x.Stop(t)
 			defer x.Start(t)
-			return restoreMain(ctx, []string{"--endpoint", x.DSN(), file}, &out)
+			return restoreMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 		}},
 		{"restore of a file that is not a database", "integrity check", func() error {
-			return restoreMain(ctx, []string{"--endpoint", filepath.Join(dir, "new.db"), notDB}, &out)
+			return restoreMain(ctx, []string{"--endpoint", filepath.Join(dir, "new.db"), notDB}, &out, io.Discard)
 		}},
 	}
 	for _, c := range cases {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -39,13 +38,13 @@ get also takes -o value (the raw value bytes).
 Run 'quantykube history COMMAND --help' for the flags.
 `
 
-// history runs `quantykube history ...`.
-func history(args []string) error {
+// historyMain runs `quantykube history ...`.
+func historyMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, historyUsage)
+		fmt.Fprint(stderr, historyUsage)
 		return errors.New("history: missing command (log, get or restore)")
 	}
-	h := &historyCmd{stdout: os.Stdout, stderr: os.Stderr, now: time.Now, loc: time.Local}
+	h := &historyCmd{ctx: ctx, stdout: stdout, stderr: stderr, now: time.Now, loc: time.Local}
 	switch args[0] {
 	case "log":
 		return h.log(args[1:])
@@ -57,7 +56,7 @@ func history(args []string) error {
 		fmt.Fprint(h.stdout, historyUsage)
 		return nil
 	default:
-		fmt.Fprint(os.Stderr, historyUsage)
+		fmt.Fprint(stderr, historyUsage)
 		return fmt.Errorf("history: unknown command %q", args[0])
 	}
 }
@@ -65,6 +64,7 @@ func history(args []string) error {
 // historyCmd carries what the subcommands print to and read the clock
 // from.
 type historyCmd struct {
+	ctx            context.Context
 	stdout, stderr io.Writer
 	now            func() time.Time
 	loc            *time.Location
@@ -121,15 +121,6 @@ func parseArgs(fs *pflag.FlagSet, args []string, conn *connFlags) (key []byte, d
 		return nil, false, err
 	}
 	return []byte(fs.Arg(0)), false, nil
-}
-
-func newFlagSet(usage string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(usage, pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: %s\n\nFlags:\n%s", usage, fs.FlagUsages())
-	}
-	return fs
 }
 
 // prefixEnd is the range end of every key that starts with prefix, as
@@ -202,7 +193,7 @@ func (h *historyCmd) log(args []string) error {
 		return fmt.Errorf("--limit %d: want a count > 0", limit)
 	}
 
-	ctx := context.Background()
+	ctx := h.ctx
 	hc, err := conn.connect(ctx)
 	if err != nil {
 		return err
@@ -278,7 +269,7 @@ func (h *historyCmd) pointSetup(usage string, args []string, optional bool, outp
 	if err := point.apply(fs, req, h.now(), optional); err != nil {
 		return nil, "", nil, err
 	}
-	hc, err := conn.connect(context.Background())
+	hc, err := conn.connect(h.ctx)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -291,7 +282,7 @@ func (h *historyCmd) get(args []string) error {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(context.Background(), hc, hc.client.Get, req)
+	resp, err := call(h.ctx, hc, hc.client.Get, req)
 	if err != nil {
 		return err
 	}
@@ -314,7 +305,7 @@ func (h *historyCmd) restore(args []string) error {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(context.Background(), hc, hc.client.Restore, req)
+	resp, err := call(h.ctx, hc, hc.client.Restore, req)
 	if err != nil {
 		return err
 	}

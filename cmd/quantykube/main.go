@@ -4,9 +4,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 const usage = `quantykube: the etcd v3 API on an SQL revision log
@@ -23,45 +26,54 @@ Usage:
 Run 'quantykube COMMAND --help' for a command's flags.
 `
 
+// A command is one of quantykube's subcommands: it parses its flags from
+// args, prints its results to stdout and its progress to stderr, and stops
+// cleanly when ctx ends (SIGINT or SIGTERM): an interrupted import or
+// restore leaves its target as it was, serve finishes in-flight requests.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+var commands = map[string]command{
+	"serve":      serveMain,
+	"history":    historyMain,
+	"import":     importMain,
+	"backup":     backupMain,
+	"restore":    restoreMain,
+	"apiservice": apiserviceMain,
+	"version":    versionMain,
+	"--version":  versionMain,
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var err error
-	args := os.Args[2:]
-	switch os.Args[1] {
-	case "serve":
-		err = serve(args)
-	case "history":
-		err = history(args)
-	case "import":
-		err = withSignals(func(ctx context.Context) error { return importMain(ctx, args, os.Stdout, os.Stderr) })
-	case "backup":
-		err = withSignals(func(ctx context.Context) error { return backupMain(ctx, args, os.Stdout) })
-	case "restore":
-		err = withSignals(func(ctx context.Context) error { return restoreMain(ctx, args, os.Stdout) })
-	case "apiservice":
-		err = apiservice(args, os.Stdout, os.Stderr)
-	case "version", "--version":
-		err = versionMain(args, os.Stdout)
-	case "help", "-h", "--help":
+	name := os.Args[1]
+	if name == "help" || name == "-h" || name == "--help" {
 		fmt.Print(usage)
-	default:
-		fmt.Fprintf(os.Stderr, "quantykube: unknown command %q\n\n%s", os.Args[1], usage)
+		return
+	}
+	run, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "quantykube: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "quantykube: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// withSignals runs f with a context that SIGINT and SIGTERM cancel: an
-// interrupted import or restore stops cleanly, leaving its target as it
-// was.
-func withSignals(f func(ctx context.Context) error) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return f(ctx)
+// newFlagSet is a command's flag set: flags in the order they were
+// defined, usage on stderr.
+func newFlagSet(usage string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(usage, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: %s\n\nFlags:\n%s", usage, fs.FlagUsages())
+	}
+	return fs
 }

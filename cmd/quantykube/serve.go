@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -44,6 +43,7 @@ type serveFlags struct {
 	pprofAddr    string
 	debug        bool
 	log          logFlags
+	stderr       io.Writer // where the log goes
 }
 
 const serveUsage = `quantykube serve [flags]
@@ -51,7 +51,7 @@ const serveUsage = `quantykube serve [flags]
 Serves the etcd v3 gRPC API (and quantykube.History) from a database.`
 
 func newServeFlags() *serveFlags {
-	f := &serveFlags{fs: newFlagSet(serveUsage)}
+	f := &serveFlags{fs: newFlagSet(serveUsage), stderr: os.Stderr}
 	fs, cfg := f.fs, &f.cfg
 	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
 	registerDatastoreFlags(fs, cfg, "the database to serve")
@@ -143,12 +143,13 @@ func (f *serveFlags) parse(args []string) error {
 		f.log.level = "debug"
 	}
 	var err error
-	cfg.Logger, err = f.log.logger(os.Stderr)
+	cfg.Logger, err = f.log.logger(f.stderr)
 	return err
 }
 
-func serve(args []string) error {
+func serveMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	f := newServeFlags()
+	f.stderr = stderr
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -163,8 +164,6 @@ func serve(args []string) error {
 		}
 		defer closePprof()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	b := currentBuild()
 	cfg.Logger.Info("starting quantykube", "version", b.Version, "commit", b.Commit, "modified", b.Modified)
 	srv, err := endpoint.Start(ctx, cfg)

@@ -4,6 +4,7 @@ package main
 // toolchain records in the binary (runtime/debug.ReadBuildInfo).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func currentBuild() buildInfo {
 	return b
 }
 
-func versionMain(args []string, stdout io.Writer) error {
+func versionMain(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet(versionUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
