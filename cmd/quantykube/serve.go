@@ -25,6 +25,13 @@ import (
 // looked like before last night's change, or to undo yesterday's delete.
 const DefaultRetain = 24 * time.Hour
 
+// DefaultRetainBytes bounds history by size too: past 2 GiB of it the
+// oldest goes, even inside --retain, so a busy store's disk has a bound;
+// the live state is never counted nor refused (docs/adr/030). etcd's
+// default quota is the same size, but counts the live state and makes
+// the cluster read-only once reached.
+const DefaultRetainBytes = "2Gi"
+
 // DefaultRetainPrefixes keep heartbeats briefly: a Lease renewed every few
 // seconds would otherwise outweigh the history of every real object.
 var DefaultRetainPrefixes = []string{"/registry/leases/=10m", "/registry/masterleases/=10m"}
@@ -38,6 +45,7 @@ type serveFlags struct {
 	fs           *pflag.FlagSet
 	cfg          endpoint.Config
 	retainPrefix []string
+	retainBytes  string
 	liveIndex    bool
 	cacheBytes   int64
 	pprofAddr    string
@@ -66,7 +74,8 @@ func newServeFlags() *serveFlags {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes")
 	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd)")
 	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
-	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION: keep history under PREFIX this long instead (repeatable; replaces the defaults)")
+	fs.StringVar(&f.retainBytes, "retain-bytes", DefaultRetainBytes, "keep at most this much history (the changes kept and the states they replaced), oldest pruned first even inside --retain; 0: no limit (docs/adr/030)")
+	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long (and at most SIZE of it) instead (repeatable; replaces the defaults)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
 	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (on PostgreSQL after one query of the database's revision, shared by concurrent reads)")
 	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")
@@ -128,13 +137,27 @@ func (f *serveFlags) parse(args []string) error {
 		return fmt.Errorf("--live-index-bytes %d: want a size in bytes (0: the default)", cfg.LiveIndexBytes)
 	}
 	cfg.DisableLiveIndex = !f.liveIndex
+	var err error
+	if cfg.RetainBytes, err = mvcc.ParseSize(f.retainBytes); err != nil {
+		return fmt.Errorf("--retain-bytes: %w", err)
+	}
 	for _, rp := range f.retainPrefix {
-		prefix, dur, ok := strings.Cut(rp, "=")
+		prefix, rule, ok := strings.Cut(rp, "=")
+		dur, size, sized := strings.Cut(rule, ",")
 		d, err := time.ParseDuration(dur)
 		if !ok || prefix == "" || err != nil {
-			return fmt.Errorf("--retain-prefix %q: want PREFIX=DURATION, e.g. /registry/leases/=10m", rp)
+			return fmt.Errorf("--retain-prefix %q: want PREFIX=DURATION[,SIZE], e.g. /registry/leases/=10m or /registry/events/=1h,256Mi", rp)
 		}
-		cfg.RetainPrefixes = append(cfg.RetainPrefixes, mvcc.RetentionRule{Prefix: []byte(prefix), Retain: d})
+		r := mvcc.RetentionRule{Prefix: []byte(prefix), Retain: d}
+		if sized {
+			if r.MaxBytes, err = mvcc.ParseSize(size); err != nil {
+				return fmt.Errorf("--retain-prefix %q: %w", rp, err)
+			}
+			if cfg.RetainBytes > 0 && r.MaxBytes > cfg.RetainBytes {
+				return fmt.Errorf("--retain-prefix %q keeps up to %s, more than --retain-bytes %s for every key: give the prefix less, or raise --retain-bytes", rp, size, f.retainBytes)
+			}
+		}
+		cfg.RetainPrefixes = append(cfg.RetainPrefixes, r)
 	}
 	if f.debug {
 		if f.fs.Changed("log-level") {
@@ -142,7 +165,6 @@ func (f *serveFlags) parse(args []string) error {
 		}
 		f.log.level = "debug"
 	}
-	var err error
 	cfg.Logger, err = f.log.logger(f.stderr)
 	return err
 }

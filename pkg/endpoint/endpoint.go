@@ -109,6 +109,8 @@ type Config struct {
 	// it under a key prefix. Each is 0 or at least 75 s.
 	Retain         time.Duration
 	RetainPrefixes []mvcc.RetentionRule
+	// RetainBytes bounds history by size as well (0: by time only).
+	RetainBytes int64
 	// PruneInterval is how often retention runs (default 30 s).
 	PruneInterval time.Duration
 	// LiveIndexBytes budgets the in-memory index of the live keys that
@@ -171,6 +173,7 @@ func OpenStore(ctx context.Context, cfg Config) (*mvcc.Store, error) {
 		Logger:           cfg.Logger,
 		Retain:           cfg.Retain,
 		RetainPrefixes:   cfg.RetainPrefixes,
+		RetainBytes:      cfg.RetainBytes,
 		PruneInterval:    cfg.PruneInterval,
 		LiveIndexBytes:   cfg.LiveIndexBytes,
 		DisableLiveIndex: cfg.DisableLiveIndex,

@@ -46,6 +46,18 @@ var (
 		Name: "quantykube_retention_pruned_rows_total",
 		Help: "Log rows removed by retention.",
 	})
+	// HistoryBytes is what each retention rule's budget counts now
+	// (docs/adr/030): its changes above its floor and the states they
+	// replaced. One series per rule: a handful.
+	HistoryBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quantykube_history_bytes",
+		Help: "Bytes of history a retention rule with a byte budget keeps: its changes above its floor and the states they replaced, keys and values.",
+	}, []string{"rule"})
+	// HistoryWindow is how far back each rule's history reaches now.
+	HistoryWindow = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quantykube_history_window_seconds",
+		Help: "How far back History reaches now under a retention rule: the age of its floor (by time or by its byte budget, whichever is higher).",
+	}, []string{"rule"})
 	// Watchers is the number of open watches.
 	Watchers = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quantykube_watchers",
@@ -81,7 +93,7 @@ var (
 // own are QuantyKube's collectors, without the Go runtime's and the
 // process's.
 var own = []prometheus.Collector{
-	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, Watchers, WatchLogReads, LiveIndexBytes,
+	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, Watchers, WatchLogReads, LiveIndexBytes,
 	RevisionRegressions, RevisionsLost,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),

@@ -101,3 +101,14 @@ func SetNarrowRange(n int) (restore func()) {
 	narrowRange = n
 	return func() { narrowRange = old }
 }
+
+// LogBytes is what the log holds, keys and values; live is the part of it
+// the live state's rows hold.
+func (s *Store) LogBytes(ctx context.Context) (all, live int64, err error) {
+	err = s.rdb.QueryRowContext(ctx, `SELECT COALESCE(SUM(octet_length(key) + COALESCE(octet_length(value), 0)), 0),
+		COALESCE(SUM(CASE WHEN id IN (SELECT MAX(id) FROM log GROUP BY key) AND deleted = 0 THEN octet_length(key) + COALESCE(octet_length(value), 0) ELSE 0 END), 0) FROM log`).Scan(&all, &live)
+	return all, live, err
+}
+
+// RuleFloor is the retention floor of the rule that governs key.
+func (s *Store) RuleFloor(key string) Floor { return s.ruleFor([]byte(key)).floor() }

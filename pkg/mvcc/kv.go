@@ -31,6 +31,7 @@
 //	logpage.go         History's Log pages, bounded in bytes (ADR-020)
 //	history.go         History's floors and reads at a revision or a time
 //	retention.go       pruning the log and the floors it raises (ADR-005)
+//	budget.go          retention's byte budgets: what each rule's history weighs (ADR-030)
 //	regress.go         a database behind the revisions handed out (ADR-027)
 //	lease.go           leases: grants, deadlines, expiry
 //	import.go          filling an empty store from another etcd-API store

@@ -16,10 +16,12 @@ import (
 // watch cache needs 75 s of it.
 const MinRetain = 75 * time.Second
 
-// RetentionRule keeps the changes to keys under Prefix for Retain.
+// RetentionRule keeps the changes to keys under Prefix for Retain, and
+// at most MaxBytes of them (0: no byte budget; budget.go).
 type RetentionRule struct {
-	Prefix []byte
-	Retain time.Duration
+	Prefix   []byte
+	Retain   time.Duration
+	MaxBytes int64
 }
 
 type atomicFloor struct {
@@ -50,14 +52,21 @@ func (s *Store) RetainFloor() int64 { return s.retainFloor.Load() }
 func (s *Store) Floor() int64 { return max(s.compact.Load(), s.retainFloor.Load()) }
 
 func (s *Store) initRules(ctx context.Context) error {
-	s.rules = []*retentionRule{{retain: s.opts.Retain}}
+	s.rules = []*retentionRule{{retain: s.opts.Retain, budget: newBudget(s.opts.RetainBytes)}}
 	for _, r := range s.opts.RetainPrefixes {
 		if len(r.Prefix) == 0 {
 			return errors.New("retention: a prefix rule needs a non-empty prefix")
 		}
-		s.rules = append(s.rules, &retentionRule{prefix: r.Prefix, retain: r.Retain})
+		if r.MaxBytes < 0 || s.opts.RetainBytes < 0 {
+			return fmt.Errorf("retention of %q: a byte budget must be 0 (none) or positive", r.Prefix)
+		}
+		if r.MaxBytes > 0 && s.opts.RetainBytes > 0 && r.MaxBytes > s.opts.RetainBytes {
+			return fmt.Errorf("retention of %q keeps up to %d bytes, more than the %d of every other key: a prefix's budget must not exceed the default rule's", r.Prefix, r.MaxBytes, s.opts.RetainBytes)
+		}
+		s.rules = append(s.rules, &retentionRule{prefix: r.Prefix, retain: r.Retain, budget: newBudget(r.MaxBytes)})
 	}
 	for _, r := range s.rules {
+		s.budgeted = s.budgeted || r.budget != nil
 		if r.retain != 0 && r.retain < MinRetain {
 			return fmt.Errorf("retention of %q is %v: it must be 0 (keep everything) or at least %v", r.prefix, r.retain, MinRetain)
 		}
@@ -150,9 +159,13 @@ func (s *Store) pruneLoop() {
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	s.pruneMu.Lock()
 	defer s.pruneMu.Unlock()
+	if err := s.accountHistory(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	for _, r := range s.rules {
 		n, err := s.pruneRule(ctx, r)
+		r.report(s.opts.Now())
 		total += n
 		if err != nil {
 			return total, err
@@ -161,19 +174,42 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// target is the floor r's retention asks for now: the newest revision
+// committed before now minus its retention, or, where its byte budget
+// asks for more, the lowest revision above which its changes fit the
+// budget; ok is false when neither asks for any.
+func (s *Store) target(ctx context.Context, r *retentionRule) (f Floor, ok bool, err error) {
+	if r.retain != 0 {
+		cutoff := s.opts.Now().Add(-r.retain).UnixMilli()
+		err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, unix_ms FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`), cutoff).Scan(&f.Rev, &f.UnixMs)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return f, false, err
+		}
+		ok = err == nil
+	}
+	if r.budget == nil {
+		return f, ok, nil
+	}
+	if rev := r.budget.floor(); rev > f.Rev {
+		err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, unix_ms FROM log WHERE rev >= ? ORDER BY rev LIMIT 1`), rev).Scan(&f.Rev, &f.UnixMs)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return f, false, err
+		}
+		ok = ok || err == nil
+	}
+	return f, ok, nil
+}
+
 func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {
-	if r.retain == 0 {
-		return 0, nil
-	}
-	cutoff := s.opts.Now().Add(-r.retain).UnixMilli()
-	var f Floor
-	err := s.rdb.QueryRowContext(ctx, s.d.Bind(`SELECT rev, unix_ms FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`), cutoff).Scan(&f.Rev, &f.UnixMs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
+	f, ok, err := s.target(ctx, r)
+	if err != nil || !ok {
 		return 0, err
 	}
+	defer func() {
+		if r.budget != nil {
+			r.budget.below(r.floor().Rev)
+		}
+	}()
 	if old := r.floor(); f.Rev <= old.Rev {
 		f = old
 	}
@@ -294,11 +330,28 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	return removed, len(cands) < s.opts.PruneBatch, nil
 }
 
-// retentionRule keeps changes to keys under prefix for retain.
+// retentionRule keeps changes to keys under prefix for retain, and at
+// most what its budget allows.
 type retentionRule struct {
 	prefix []byte // nil: the default rule, every key no other rule takes
 	retain time.Duration
+	budget *budget // nil: no byte budget
 	fl     atomicFloor
+}
+
+// report sets the rule's metrics: how far back its history reaches, and
+// what its budget counts.
+func (r *retentionRule) report(now time.Time) {
+	name := "default"
+	if r.prefix != nil {
+		name = string(r.prefix)
+	}
+	if f := r.floor(); f.UnixMs > 0 {
+		metrics.HistoryWindow.WithLabelValues(name).Set(now.Sub(time.UnixMilli(f.UnixMs)).Seconds())
+	}
+	if r.budget != nil {
+		metrics.HistoryBytes.WithLabelValues(name).Set(float64(r.budget.total))
+	}
 }
 
 func (r *retentionRule) floor() Floor { return r.fl.load() }

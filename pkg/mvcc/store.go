@@ -37,6 +37,9 @@ type Options struct {
 	// override it for keys under a prefix.
 	Retain         time.Duration
 	RetainPrefixes []RetentionRule
+	// RetainBytes bounds the default rule's history by size as well
+	// (0: by time only; budget.go); RetentionRule.MaxBytes a prefix's.
+	RetainBytes int64
 	// PruneInterval is how often retention runs; PruneBatch bounds the rows
 	// one pruning transaction examines.
 	PruneInterval time.Duration
@@ -80,6 +83,10 @@ type Store struct {
 	logStartMs  atomic.Int64 // the first commit's time, once known (history.go)
 	rules       []*retentionRule
 	pruneMu     sync.Mutex
+	// budgeted: a rule has a byte budget; accounted is the revision its
+	// accounting has read to (budget.go). Both under pruneMu.
+	budgeted  bool
+	accounted int64
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
 	// On a shared database, indexMoved is notified when the index changes
@@ -248,6 +255,7 @@ func (s *Store) openSharedIndex(ctx context.Context) error {
 	}}
 	s.index.Store(c)
 	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes, "revision", c.pub.Load().rev)
+	s.warnBudget(c.bytes)
 	return nil
 }
 
@@ -266,6 +274,7 @@ func (s *Store) openIndex(ctx context.Context, rev int64) error {
 	}
 	s.index.Store(c)
 	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes)
+	s.warnBudget(c.bytes)
 	return nil
 }
 
