@@ -96,7 +96,7 @@ func TestEveryCommandExplainsItsFlags(t *testing.T) {
 	explained := regexp.MustCompile(`\(default: |off when empty|\(0: |\(required`)
 	for _, cmd := range [][]string{
 		{"serve"}, {"import"}, {"backup"}, {"restore"}, {"apiservice"}, {"version"},
-		{"history", "log"}, {"history", "get"}, {"history", "restore"},
+		{"history", "log"}, {"history", "get"}, {"history", "restore"}, {"history", "top"},
 	} {
 		name := strings.Join(cmd, " ")
 		var out bytes.Buffer

@@ -26,6 +26,9 @@ Usage:
   quantykube history restore KEY (--rev N | --at TIME)
       write KEY back as it was: its old value (without a lease), or a
       delete if it did not exist then, as a new revision
+  quantykube history top [--by bytes|revisions] [--limit N]
+      what fills the retained history: the resource types, namespaces
+      and keys holding the most of it, with their changes in the last hour
 
 TIME is RFC 3339 (2024-05-01T12:00:00Z, 2024-05-01T14:00:00.250+02:00), a
 local date-time (2024-05-01 14:00:00), "now", or relative to now: -15m,
@@ -42,7 +45,7 @@ Run 'quantykube history COMMAND --help' for the flags.
 func historyMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, historyUsage)
-		return errors.New("history: missing command (log, get or restore)")
+		return errors.New("history: missing command (log, get, restore or top)")
 	}
 	h := &historyCmd{ctx: ctx, stdout: stdout, stderr: stderr, now: time.Now, loc: time.Local}
 	switch args[0] {
@@ -52,6 +55,8 @@ func historyMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return h.get(args[1:])
 	case "restore":
 		return h.restore(args[1:])
+	case "top":
+		return h.top(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(h.stdout, historyUsage)
 		return nil

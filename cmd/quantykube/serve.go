@@ -75,7 +75,7 @@ func newServeFlags() *serveFlags {
 	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd)")
 	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
 	fs.StringVar(&f.retainBytes, "retain-bytes", DefaultRetainBytes, "keep at most this much history (the changes kept and the states they replaced), oldest pruned first even inside --retain; 0: no limit (docs/adr/030)")
-	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long (and at most SIZE of it) instead (repeatable; replaces the defaults)")
+	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long instead, and at most SIZE of it (default: --retain-bytes of its own) (repeatable; replaces the defaults)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
 	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (on PostgreSQL after one query of the database's revision, shared by concurrent reads)")
 	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")

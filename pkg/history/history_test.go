@@ -73,6 +73,11 @@ func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixM
 	return f.first, f.firstOK, f.err
 }
 
+func (f *fakeStore) Usage(context.Context, int64, func(mvcc.KeyUsage) error) error {
+	f.calls = append(f.calls, "Usage")
+	return f.err
+}
+
 func (f *fakeStore) Log(_ context.Context, q mvcc.LogQuery) (*mvcc.LogPage, error) {
 	f.called("Log")
 	f.query = q

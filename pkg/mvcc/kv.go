@@ -32,6 +32,7 @@
 //	history.go         History's floors and reads at a revision or a time
 //	retention.go       pruning the log and the floors it raises (ADR-005)
 //	budget.go          retention's byte budgets: what each rule's history weighs (ADR-030)
+//	usage.go           what each key's retained history weighs (history top)
 //	regress.go         a database behind the revisions handed out (ADR-027)
 //	lease.go           leases: grants, deadlines, expiry
 //	import.go          filling an empty store from another etcd-API store
@@ -190,6 +191,8 @@ type History interface {
 	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error)
 	// Log is one page of the retained changes in a range, oldest first.
 	Log(ctx context.Context, q LogQuery) (*LogPage, error)
+	// Usage is what each key's retained history weighs, in key order.
+	Usage(ctx context.Context, recentMs int64, fn func(KeyUsage) error) error
 }
 
 var (

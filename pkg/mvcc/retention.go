@@ -17,7 +17,8 @@ import (
 const MinRetain = 75 * time.Second
 
 // RetentionRule keeps the changes to keys under Prefix for Retain, and
-// at most MaxBytes of them (0: no byte budget; budget.go).
+// at most MaxBytes of them (0: as many as Options.RetainBytes, the
+// default rule's budget; budget.go).
 type RetentionRule struct {
 	Prefix   []byte
 	Retain   time.Duration
@@ -63,7 +64,11 @@ func (s *Store) initRules(ctx context.Context) error {
 		if r.MaxBytes > 0 && s.opts.RetainBytes > 0 && r.MaxBytes > s.opts.RetainBytes {
 			return fmt.Errorf("retention of %q keeps up to %d bytes, more than the %d of every other key: a prefix's budget must not exceed the default rule's", r.Prefix, r.MaxBytes, s.opts.RetainBytes)
 		}
-		s.rules = append(s.rules, &retentionRule{prefix: r.Prefix, retain: r.Retain, budget: newBudget(r.MaxBytes)})
+		maxBytes := r.MaxBytes
+		if maxBytes == 0 {
+			maxBytes = s.opts.RetainBytes
+		}
+		s.rules = append(s.rules, &retentionRule{prefix: r.Prefix, retain: r.Retain, budget: newBudget(maxBytes)})
 	}
 	for _, r := range s.rules {
 		s.budgeted = s.budgeted || r.budget != nil

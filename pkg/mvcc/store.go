@@ -38,7 +38,8 @@ type Options struct {
 	Retain         time.Duration
 	RetainPrefixes []RetentionRule
 	// RetainBytes bounds the default rule's history by size as well
-	// (0: by time only; budget.go); RetentionRule.MaxBytes a prefix's.
+	// (0: by time only; budget.go), and each prefix rule's that names no
+	// size of its own (RetentionRule.MaxBytes).
 	RetainBytes int64
 	// PruneInterval is how often retention runs; PruneBatch bounds the rows
 	// one pruning transaction examines.

@@ -394,6 +394,220 @@ func (x *RestoreResponse) GetNewRevision() int64 {
 	return 0
 }
 
+// TopRequest asks what fills the retained history.
+type TopRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "bytes" (default) or "revisions": what orders the lists.
+	By string `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	// At most this many rows per list (0: 10; at most 1000).
+	Limit         int64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopRequest) Reset() {
+	*x = TopRequest{}
+	mi := &file_history_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopRequest) ProtoMessage() {}
+
+func (x *TopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_history_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopRequest.ProtoReflect.Descriptor instead.
+func (*TopRequest) Descriptor() ([]byte, []int) {
+	return file_history_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TopRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TopRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Usage is what one group of keys holds in the log: its retained changes
+// (the live state's rows included) and their keys' and values' bytes.
+type Usage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A resource type ("leases", "deployments.apps"), a namespace within
+	// one ("leases in kube-node-lease"), or a key.
+	Name      string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Revisions int64  `protobuf:"varint,2,opt,name=revisions,proto3" json:"revisions,omitempty"`
+	Bytes     int64  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Changes committed in the hour before the answer.
+	RevisionsLastHour int64 `protobuf:"varint,4,opt,name=revisions_last_hour,json=revisionsLastHour,proto3" json:"revisions_last_hour,omitempty"`
+	// The oldest retained change's time.
+	OldestUnixMs  int64 `protobuf:"varint,5,opt,name=oldest_unix_ms,json=oldestUnixMs,proto3" json:"oldest_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_history_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_history_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_history_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Usage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Usage) GetRevisions() int64 {
+	if x != nil {
+		return x.Revisions
+	}
+	return 0
+}
+
+func (x *Usage) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Usage) GetRevisionsLastHour() int64 {
+	if x != nil {
+		return x.RevisionsLastHour
+	}
+	return 0
+}
+
+func (x *Usage) GetOldestUnixMs() int64 {
+	if x != nil {
+		return x.OldestUnixMs
+	}
+	return 0
+}
+
+type TopResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Types      []*Usage               `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	Namespaces []*Usage               `protobuf:"bytes,2,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	Keys       []*Usage               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	// The whole log.
+	Total          *Usage `protobuf:"bytes,4,opt,name=total,proto3" json:"total,omitempty"`
+	HeaderRevision int64  `protobuf:"varint,5,opt,name=header_revision,json=headerRevision,proto3" json:"header_revision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TopResponse) Reset() {
+	*x = TopResponse{}
+	mi := &file_history_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopResponse) ProtoMessage() {}
+
+func (x *TopResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_history_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopResponse.ProtoReflect.Descriptor instead.
+func (*TopResponse) Descriptor() ([]byte, []int) {
+	return file_history_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TopResponse) GetTypes() []*Usage {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *TopResponse) GetNamespaces() []*Usage {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *TopResponse) GetKeys() []*Usage {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *TopResponse) GetTotal() *Usage {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+func (x *TopResponse) GetHeaderRevision() int64 {
+	if x != nil {
+		return x.HeaderRevision
+	}
+	return 0
+}
+
 var File_history_proto protoreflect.FileDescriptor
 
 const file_history_proto_rawDesc = "" +
@@ -425,11 +639,30 @@ const file_history_proto_rawDesc = "" +
 	"\x0fRestoreResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12 \n" +
 	"\x02kv\x18\x02 \x01(\v2\x10.mvccpb.KeyValueR\x02kv\x12!\n" +
-	"\fnew_revision\x18\x03 \x01(\x03R\vnewRevision2\xb0\x01\n" +
+	"\fnew_revision\x18\x03 \x01(\x03R\vnewRevision\"2\n" +
+	"\n" +
+	"TopRequest\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\"\xa5\x01\n" +
+	"\x05Usage\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\trevisions\x18\x02 \x01(\x03R\trevisions\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12.\n" +
+	"\x13revisions_last_hour\x18\x04 \x01(\x03R\x11revisionsLastHour\x12$\n" +
+	"\x0eoldest_unix_ms\x18\x05 \x01(\x03R\foldestUnixMs\"\xe2\x01\n" +
+	"\vTopResponse\x12'\n" +
+	"\x05types\x18\x01 \x03(\v2\x11.quantykube.UsageR\x05types\x121\n" +
+	"\n" +
+	"namespaces\x18\x02 \x03(\v2\x11.quantykube.UsageR\n" +
+	"namespaces\x12%\n" +
+	"\x04keys\x18\x03 \x03(\v2\x11.quantykube.UsageR\x04keys\x12'\n" +
+	"\x05total\x18\x04 \x01(\v2\x11.quantykube.UsageR\x05total\x12'\n" +
+	"\x0fheader_revision\x18\x05 \x01(\x03R\x0eheaderRevision2\xe8\x01\n" +
 	"\aHistory\x123\n" +
 	"\x03Log\x12\x13.quantykube.Request\x1a\x17.quantykube.LogResponse\x123\n" +
 	"\x03Get\x12\x13.quantykube.Request\x1a\x17.quantykube.GetResponse\x12;\n" +
-	"\aRestore\x12\x13.quantykube.Request\x1a\x1b.quantykube.RestoreResponseB2Z0github.com/quantyroot/quantykube/proto/historypbb\x06proto3"
+	"\aRestore\x12\x13.quantykube.Request\x1a\x1b.quantykube.RestoreResponse\x126\n" +
+	"\x03Top\x12\x16.quantykube.TopRequest\x1a\x17.quantykube.TopResponseB2Z0github.com/quantyroot/quantykube/proto/historypbb\x06proto3"
 
 var (
 	file_history_proto_rawDescOnce sync.Once
@@ -443,32 +676,41 @@ func file_history_proto_rawDescGZIP() []byte {
 	return file_history_proto_rawDescData
 }
 
-var file_history_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_history_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_history_proto_goTypes = []any{
 	(*Request)(nil),         // 0: quantykube.Request
 	(*LogEntry)(nil),        // 1: quantykube.LogEntry
 	(*LogResponse)(nil),     // 2: quantykube.LogResponse
 	(*GetResponse)(nil),     // 3: quantykube.GetResponse
 	(*RestoreResponse)(nil), // 4: quantykube.RestoreResponse
-	(*mvccpb.KeyValue)(nil), // 5: mvccpb.KeyValue
+	(*TopRequest)(nil),      // 5: quantykube.TopRequest
+	(*Usage)(nil),           // 6: quantykube.Usage
+	(*TopResponse)(nil),     // 7: quantykube.TopResponse
+	(*mvccpb.KeyValue)(nil), // 8: mvccpb.KeyValue
 }
 var file_history_proto_depIdxs = []int32{
-	5, // 0: quantykube.LogEntry.kv:type_name -> mvccpb.KeyValue
-	5, // 1: quantykube.LogEntry.prev_kv:type_name -> mvccpb.KeyValue
-	1, // 2: quantykube.LogResponse.entries:type_name -> quantykube.LogEntry
-	5, // 3: quantykube.GetResponse.kv:type_name -> mvccpb.KeyValue
-	5, // 4: quantykube.RestoreResponse.kv:type_name -> mvccpb.KeyValue
-	0, // 5: quantykube.History.Log:input_type -> quantykube.Request
-	0, // 6: quantykube.History.Get:input_type -> quantykube.Request
-	0, // 7: quantykube.History.Restore:input_type -> quantykube.Request
-	2, // 8: quantykube.History.Log:output_type -> quantykube.LogResponse
-	3, // 9: quantykube.History.Get:output_type -> quantykube.GetResponse
-	4, // 10: quantykube.History.Restore:output_type -> quantykube.RestoreResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8,  // 0: quantykube.LogEntry.kv:type_name -> mvccpb.KeyValue
+	8,  // 1: quantykube.LogEntry.prev_kv:type_name -> mvccpb.KeyValue
+	1,  // 2: quantykube.LogResponse.entries:type_name -> quantykube.LogEntry
+	8,  // 3: quantykube.GetResponse.kv:type_name -> mvccpb.KeyValue
+	8,  // 4: quantykube.RestoreResponse.kv:type_name -> mvccpb.KeyValue
+	6,  // 5: quantykube.TopResponse.types:type_name -> quantykube.Usage
+	6,  // 6: quantykube.TopResponse.namespaces:type_name -> quantykube.Usage
+	6,  // 7: quantykube.TopResponse.keys:type_name -> quantykube.Usage
+	6,  // 8: quantykube.TopResponse.total:type_name -> quantykube.Usage
+	0,  // 9: quantykube.History.Log:input_type -> quantykube.Request
+	0,  // 10: quantykube.History.Get:input_type -> quantykube.Request
+	0,  // 11: quantykube.History.Restore:input_type -> quantykube.Request
+	5,  // 12: quantykube.History.Top:input_type -> quantykube.TopRequest
+	2,  // 13: quantykube.History.Log:output_type -> quantykube.LogResponse
+	3,  // 14: quantykube.History.Get:output_type -> quantykube.GetResponse
+	4,  // 15: quantykube.History.Restore:output_type -> quantykube.RestoreResponse
+	7,  // 16: quantykube.History.Top:output_type -> quantykube.TopResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_history_proto_init() }
@@ -483,7 +725,7 @@ func file_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_history_proto_rawDesc), len(file_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

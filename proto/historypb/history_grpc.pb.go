@@ -26,6 +26,7 @@ const (
 	History_Log_FullMethodName     = "/quantykube.History/Log"
 	History_Get_FullMethodName     = "/quantykube.History/Get"
 	History_Restore_FullMethodName = "/quantykube.History/Restore"
+	History_Top_FullMethodName     = "/quantykube.History/Top"
 )
 
 // HistoryClient is the client API for History service.
@@ -40,6 +41,9 @@ type HistoryClient interface {
 	// Restore: write the key back as it was at revision or unix_ms, as an
 	// ordinary new revision.
 	Restore(ctx context.Context, in *Request, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Top: what the retained history holds, by resource type, namespace
+	// and key, largest first (extension).
+	Top(ctx context.Context, in *TopRequest, opts ...grpc.CallOption) (*TopResponse, error)
 }
 
 type historyClient struct {
@@ -80,6 +84,16 @@ func (c *historyClient) Restore(ctx context.Context, in *Request, opts ...grpc.C
 	return out, nil
 }
 
+func (c *historyClient) Top(ctx context.Context, in *TopRequest, opts ...grpc.CallOption) (*TopResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TopResponse)
+	err := c.cc.Invoke(ctx, History_Top_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HistoryServer is the server API for History service.
 // All implementations must embed UnimplementedHistoryServer
 // for forward compatibility.
@@ -92,6 +106,9 @@ type HistoryServer interface {
 	// Restore: write the key back as it was at revision or unix_ms, as an
 	// ordinary new revision.
 	Restore(context.Context, *Request) (*RestoreResponse, error)
+	// Top: what the retained history holds, by resource type, namespace
+	// and key, largest first (extension).
+	Top(context.Context, *TopRequest) (*TopResponse, error)
 	mustEmbedUnimplementedHistoryServer()
 }
 
@@ -110,6 +127,9 @@ func (UnimplementedHistoryServer) Get(context.Context, *Request) (*GetResponse, 
 }
 func (UnimplementedHistoryServer) Restore(context.Context, *Request) (*RestoreResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedHistoryServer) Top(context.Context, *TopRequest) (*TopResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Top not implemented")
 }
 func (UnimplementedHistoryServer) mustEmbedUnimplementedHistoryServer() {}
 func (UnimplementedHistoryServer) testEmbeddedByValue()                 {}
@@ -186,6 +206,24 @@ func _History_Restore_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _History_Top_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TopRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Top(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Top_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Top(ctx, req.(*TopRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // History_ServiceDesc is the grpc.ServiceDesc for History service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -204,6 +242,10 @@ var History_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Restore",
 			Handler:    _History_Restore_Handler,
+		},
+		{
+			MethodName: "Top",
+			Handler:    _History_Top_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
