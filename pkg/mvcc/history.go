@@ -139,6 +139,29 @@ func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64
 	return rev, err == nil, err
 }
 
+// RevisionBefore is the newest revision committed before unixMs, for
+// listing the changes in kr up to that time (exclusive). A time in the
+// future is now: the current revision. A time at or before the floor's
+// commit leaves nothing retained to list, and is out of range.
+func (s *Store) RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64) (int64, error) {
+	cur := s.Rev()
+	if now := s.opts.Now().UnixMilli(); unixMs > now {
+		return cur, nil
+	}
+	if f := s.rangeFloor(kr); f.Rev > 0 && unixMs <= f.UnixMs {
+		return 0, &OutOfRangeError{Msg: fmt.Sprintf("end time %s is not after the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
+	}
+	var rev int64
+	err := s.readRow(ctx, `SELECT rev FROM log WHERE unix_ms < ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`, unixMs).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return min(rev, cur), nil
+}
+
 // KeyAt is key as it was at rev; nil if it did not exist then.
 func (s *Store) KeyAt(ctx context.Context, key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	if err := s.checkRev(ctx, key, rev); err != nil {
