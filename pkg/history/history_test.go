@@ -36,6 +36,9 @@ type fakeStore struct {
 	query   mvcc.LogQuery // the last Log query
 	page    *mvcc.LogPage
 
+	rangeQuery mvcc.RangeAtQuery // the last RangeAt query
+	rangePage  *mvcc.RangeAtPage
+
 	current *mvccpb.KeyValue // what Range finds
 	fails   int              // Txns whose compare fails before one succeeds
 	// What a failed Txn's writer left, if it is not current: what Range
@@ -76,6 +79,20 @@ func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixM
 func (f *fakeStore) Usage(context.Context, int64, func(mvcc.KeyUsage) error) error {
 	f.calls = append(f.calls, "Usage")
 	return f.err
+}
+
+func (f *fakeStore) RevisionBefore(_ context.Context, kr mvcc.KeyRange, unixMs int64) (int64, error) {
+	f.called("RevisionBefore %s %d", kr.Key, unixMs)
+	return f.atRev, f.err
+}
+
+func (f *fakeStore) RangeAt(_ context.Context, q mvcc.RangeAtQuery) (*mvcc.RangeAtPage, error) {
+	f.called("RangeAt %s %s %d %q %d", q.Range.Key, q.Range.End, q.Rev, q.After, q.Limit)
+	f.rangeQuery = q
+	if f.rangePage == nil {
+		return &mvcc.RangeAtPage{}, f.err
+	}
+	return f.rangePage, f.err
 }
 
 func (f *fakeStore) Log(_ context.Context, q mvcc.LogQuery) (*mvcc.LogPage, error) {
@@ -129,7 +146,12 @@ func TestRequestValidation(t *testing.T) {
 		{"Get", &historypb.Request{}, "key is required"},
 		{"Get", &historypb.Request{Revision: 3}, "key is required"},
 		{"Get", &historypb.Request{UnixMs: 1000}, "key is required"},
-		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z")}, "range_end is for Log only"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Limit: -1}, "limit must not be negative"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Continue: "7.3"}, "continue token"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6, Continue: "7/L2E"}, "of revision 7, not 6"},
+		{"Get", &historypb.Request{Key: key, Continue: "7/L2E"}, "continue is for Log and for Get of a range"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), EndRevision: 5}, "for Log only"},
+		{"Get", &historypb.Request{Key: key, Descending: true}, "for Log only"},
 		{"Get", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Get", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
 		{"Get", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
@@ -143,10 +165,18 @@ func TestRequestValidation(t *testing.T) {
 		{"Log", &historypb.Request{Key: key, UnixMs: 1000, Continue: "garbage"}, "continue token"},
 		{"Log", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
 		{"Log", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndRevision: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndUnixMs: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndRevision: 5, EndUnixMs: 1000}, "not both"},
+		{"Log", &historypb.Request{Key: key, Revision: 6, EndRevision: 5}, "end_revision 5 is before revision 6"},
+		{"Log", &historypb.Request{Key: key, UnixMs: 2000, EndUnixMs: 2000}, "not after unix_ms"},
+		{"Log", &historypb.Request{Key: key, Descending: true, Continue: "7.3"}, "from an ascending page"},
+		{"Log", &historypb.Request{Key: key, Continue: "7.3.desc"}, "from a descending page"},
 
 		{"Restore", &historypb.Request{Revision: 3}, "key is required"},
 		{"Restore", &historypb.Request{Key: key}, "give the revision or unix_ms"},
-		{"Restore", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 3}, "range_end is for Log only"},
+		{"Restore", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 3}, "Restore writes one key"},
+		{"Restore", &historypb.Request{Key: key, Revision: 3, Descending: true}, "for Log only"},
 		{"Restore", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Restore", &historypb.Request{Key: key, Revision: -3}, "must not be negative"},
 		{"Restore", &historypb.Request{Key: key, UnixMs: -3}, "must not be negative"},
@@ -313,20 +343,25 @@ func TestLogPages(t *testing.T) {
 
 func TestContinueTokens(t *testing.T) {
 	for _, c := range []mvcc.LogCursor{{Rev: 1, Sub: 0}, {Rev: 7, Sub: 3}, {Rev: math.MaxInt64, Sub: math.MaxInt64}} {
-		tok := formatContinue(c)
-		got, err := parseContinue(tok)
-		if err != nil || got != c {
-			t.Errorf("parseContinue(formatContinue(%+v) = %q) = %+v, %v", c, tok, got, err)
+		for _, desc := range []bool{false, true} {
+			tok := formatContinue(c, desc)
+			got, err := parseContinue(tok, desc)
+			if err != nil || got != c {
+				t.Errorf("parseContinue(formatContinue(%+v, %v) = %q) = %+v, %v", c, desc, tok, got, err)
+			}
+			// A page is never continued in the other order.
+			_, err = parseContinue(tok, !desc)
+			wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
 		}
 	}
-	if got, err := parseContinue(""); err != nil || got != (mvcc.LogCursor{}) {
+	if got, err := parseContinue("", true); err != nil || got != (mvcc.LogCursor{}) {
 		t.Errorf(`parseContinue("") = %+v, %v; want the start`, got, err)
 	}
 	for _, tok := range []string{
 		"x", "7", "7.", ".3", "7.3.1", "a.b", "7.b", "0.0", "-1.0", "7.-1", " 7.3", "7.3 ", "7,3",
 		"99999999999999999999.0", "7.99999999999999999999",
 	} {
-		_, err := parseContinue(tok)
+		_, err := parseContinue(tok, false)
 		wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
 	}
 }
