@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -263,9 +264,18 @@ func TestLogQuery(t *testing.T) {
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 5, After: mvcc.LogCursor{Rev: 9, Sub: 2}, Limit: DefaultLogLimit}, calls: "Log"},
 		{name: "from a time", r: &historypb.Request{Key: []byte("a"), UnixMs: 1700000000000},
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 8, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1700000000000; Log"},
+		{name: "to a revision, newest first", r: &historypb.Request{Key: []byte("a"), Revision: 3, EndRevision: 9, Descending: true, Continue: "9.1.desc"},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 3, ToRev: 9, Descending: true, After: mvcc.LogCursor{Rev: 9, Sub: 1}, Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "up to a time", r: &historypb.Request{Key: []byte("a"), EndUnixMs: 1700000000000},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), ToRev: 7, Limit: DefaultLogLimit}, calls: "RevisionBefore a 1700000000000; Log"},
+		{name: "a window of times", r: &historypb.Request{Key: []byte("a"), UnixMs: 1600000000000, EndUnixMs: 1700000000000, Descending: true},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 7, ToRev: 7, Descending: true, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1600000000000; RevisionBefore a 1700000000000; Log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeStore{rev: 10, first: 8, firstOK: true}
+			f := &fakeStore{rev: 10, first: 8, firstOK: true, atRev: 7}
+			if tc.name == "a window of times" {
+				f.first = 7
+			}
 			if _, err := New(f).Log(context.Background(), tc.r); err != nil {
 				t.Fatal(err)
 			}
@@ -277,10 +287,64 @@ func TestLogQuery(t *testing.T) {
 			if !bytes.Equal(got.Range.Key, tc.want.Range.Key) || !bytes.Equal(got.Range.End, tc.want.Range.End) || got.Range.Unbounded != tc.want.Range.Unbounded {
 				t.Fatalf("range %+v, want %+v", got.Range, tc.want.Range)
 			}
-			if got.FromRev != tc.want.FromRev || got.After != tc.want.After || got.Limit != tc.want.Limit || got.MaxBytes != tc.want.MaxBytes {
+			if got.FromRev != tc.want.FromRev || got.ToRev != tc.want.ToRev || got.Descending != tc.want.Descending || got.After != tc.want.After ||
+				got.Limit != tc.want.Limit || got.MaxBytes != tc.want.MaxBytes || got.Keep != nil {
 				t.Fatalf("query %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Nothing committed before end_unix_ms, or only before the start: an
+// empty page, without a Log.
+func TestLogEndingBeforeAnyChange(t *testing.T) {
+	for _, tc := range []struct {
+		first, before int64
+	}{{first: 8, before: 0}, {first: 8, before: 6}} {
+		f := &fakeStore{rev: 10, first: tc.first, firstOK: true, atRev: tc.before}
+		resp, err := New(f).Log(context.Background(), &historypb.Request{Key: []byte("a"), UnixMs: 1600000000000, EndUnixMs: 1700000000000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Entries) != 0 || resp.Continue != "" || resp.HeaderRevision != 10 || slices.Contains(f.calls, "Log") {
+			t.Fatalf("before %d: answer %v after %q, want an empty page at revision 10 and no Log", tc.before, resp, f.calls)
+		}
+	}
+}
+
+// LogKept hands its filter to the store.
+func TestLogKeptPassesTheFilter(t *testing.T) {
+	f := &fakeStore{rev: 10}
+	asked := 0
+	if _, err := New(f).LogKept(context.Background(), &historypb.Request{Key: []byte("a"), RangeEnd: []byte("b")}, func([]byte) bool { asked++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if f.query.Keep == nil || !f.query.Keep([]byte("a")) || asked != 1 {
+		t.Fatal("the store's query has not the filter")
+	}
+}
+
+// A range Get reads the revision asked (or its continue token's) with
+// the default page of keys, and hands its continue token on.
+func TestGetRange(t *testing.T) {
+	f := &fakeStore{rev: 10, rangePage: &mvcc.RangeAtPage{Kvs: []*mvccpb.KeyValue{{Key: []byte("a/1")}}, More: true, Next: []byte("a/1")}}
+	resp, err := New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Revision: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Revision != 6 || resp.Kv != nil || len(resp.Kvs) != 1 || resp.Continue == "" || f.rangeQuery.Limit != DefaultRangeLimit || f.rangeQuery.Rev != 6 {
+		t.Fatalf("answer %v after %+v", resp, f.rangeQuery)
+	}
+	f.rangePage = &mvcc.RangeAtPage{}
+	resp, err = New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Continue: resp.Continue, Limit: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Revision != 6 || resp.Continue != "" || f.rangeQuery.Rev != 6 || string(f.rangeQuery.After) != "a/1" || f.rangeQuery.Limit != MaxLogLimit {
+		t.Fatalf("the next page: %v after %+v", resp, f.rangeQuery)
+	}
+	if got := strings.Join(f.calls, "; "); strings.Contains(got, "RevisionAt") {
+		t.Fatalf("store calls %q", got)
 	}
 }
 
