@@ -208,7 +208,7 @@ func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(k
 	if r.UnixMs != 0 {
 		// Changes from that time on: the first revision committed at or
 		// after it. None yet is an empty page, not an error.
-		rev, ok, err := s.store.FirstRevisionFrom(ctx, kr, r.UnixMs)
+		rev, ok, err := s.store.FirstRevisionFrom(ctx, kr, r.UnixMs, keep != nil)
 		if err != nil {
 			return nil, toStatus(err)
 		}
@@ -221,7 +221,7 @@ func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(k
 	if r.EndUnixMs != 0 {
 		// Changes before that time: up to the last revision committed
 		// before it. None is an empty page.
-		rev, err := s.store.RevisionBefore(ctx, kr, r.EndUnixMs)
+		rev, err := s.store.RevisionBefore(ctx, kr, r.EndUnixMs, keep != nil)
 		if err != nil {
 			return nil, toStatus(err)
 		}

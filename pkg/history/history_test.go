@@ -72,7 +72,7 @@ func (f *fakeStore) RevisionAt(_ context.Context, key []byte, unixMs int64) (int
 	return f.atRev, f.err
 }
 
-func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixMs int64) (int64, bool, error) {
+func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixMs int64, _ bool) (int64, bool, error) {
 	f.called("FirstRevisionFrom %s %d", kr.Key, unixMs)
 	return f.first, f.firstOK, f.err
 }
@@ -82,7 +82,7 @@ func (f *fakeStore) Usage(context.Context, int64, func(mvcc.KeyUsage) error) err
 	return f.err
 }
 
-func (f *fakeStore) RevisionBefore(_ context.Context, kr mvcc.KeyRange, unixMs int64) (int64, error) {
+func (f *fakeStore) RevisionBefore(_ context.Context, kr mvcc.KeyRange, unixMs int64, _ bool) (int64, error) {
 	f.called("RevisionBefore %s %d", kr.Key, unixMs)
 	return f.atRev, f.err
 }

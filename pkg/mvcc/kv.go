@@ -189,13 +189,15 @@ type History interface {
 	// RevisionAt is the revision committed at or before unixMs.
 	RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64, error)
 	// FirstRevisionFrom is the oldest revision committed at or after
-	// unixMs; ok is false when nothing has been committed since.
-	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error)
+	// unixMs; ok is false when nothing has been committed since. filtered
+	// is set for a Log filtered by key (LogQuery.Keep), whose floor is
+	// checked key by key.
+	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (rev int64, ok bool, err error)
 	// RevisionBefore is the newest revision committed before unixMs, for
 	// the changes in kr up to that time (exclusive): the current revision
 	// when unixMs is in the future, and 0 when nothing was committed before
 	// it.
-	RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64) (int64, error)
+	RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (int64, error)
 	// Log is one page of the retained changes in a range, oldest first or
 	// as the query asks.
 	Log(ctx context.Context, q LogQuery) (*LogPage, error)

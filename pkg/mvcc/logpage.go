@@ -26,7 +26,11 @@ type LogQuery struct {
 	// Keep, when set, is asked of each row's key before anything else of
 	// the row is read: a row it refuses costs no value read and is left
 	// out. key is valid only during the call. It may block (it may ask an
-	// authorizer); the page's first statement stays open meanwhile.
+	// authorizer); the page's first statement stays open meanwhile. With
+	// Keep, FromRev is checked against the lowest floor of the rules the
+	// range touches, and each kept row against its own key's rule: a
+	// window the filter's keys are not retained for is an
+	// *OutOfRangeError naming their prefix (logFloor).
 	Keep func(key []byte) bool
 	// Limit (at least 1) and MaxBytes end a page at that many entries or
 	// bytes (Event.Size: values and prev_kvs), whichever comes first; a
@@ -77,7 +81,7 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	}
 	if q.FromRev > 0 {
 		// The floor that matters is the highest of the rules the range touches.
-		if floor := s.rangeFloor(kr); q.FromRev < floor.Rev {
+		if floor := s.logFloor(kr, q.Keep != nil); q.FromRev < floor.Rev {
 			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", q.FromRev, floor.Rev, fmtMs(floor.UnixMs))}
 		}
 	}

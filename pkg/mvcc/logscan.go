@@ -139,6 +139,13 @@ func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi L
 				if !keep(key.b) {
 					continue
 				}
+				// Below its own rule's floor, a kept key's changes are not
+				// all retained (logFloor).
+				if rule := s.ruleFor(key.b); q.FromRev > 0 && r.c.Rev < rule.floor().Rev {
+					f := rule.floor()
+					return got, false, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s) of the keys under %q, which the listing holds: start at or after it, or leave those keys out",
+						q.FromRev, f.Rev, fmtMs(f.UnixMs), rule.prefix)}
+				}
 				r.key = sl.keep(key)
 				kept = append(kept, r)
 				if len(kept) > q.Limit {

@@ -3,10 +3,12 @@ package mvcc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -254,6 +256,47 @@ func TestRangeAtMatchesRangeAtRevision(t *testing.T) {
 		}
 		if _, err := s.RangeAt(ctx, mvcc.RangeAtQuery{Range: kr, Rev: s.Rev() + 1, Limit: 1}); err == nil {
 			t.Fatal("a future revision was read")
+		}
+	})
+}
+
+// A filtered Log starts below a rule's floor only if it lists none of
+// that rule's keys from below it: a window the kept keys are all retained
+// for is listed, one that holds a key of shorter retention is refused
+// naming its prefix (an unfiltered Log over both is refused, as before).
+func TestLogKeepChecksEachKeysFloor(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	opts := mvcc.Options{Now: clock.Now, RetainPrefixes: []mvcc.RetentionRule{{Prefix: []byte("/r/short/"), Retain: mvcc.MinRetain}}, PruneInterval: time.Hour}
+	onBackends(t, opts, func(t *testing.T, s *mvcc.Store) {
+		ctx := context.Background()
+		for i := range 5 {
+			put(t, s, "/r/short/a", []byte(fmt.Sprint("s", i)))
+			put(t, s, "/r/long/b", []byte(fmt.Sprint("l", i)))
+		}
+		clock.Advance(2 * mvcc.MinRetain)
+		put(t, s, "/r/short/a", []byte("late"))
+		put(t, s, "/r/long/b", []byte("late"))
+		if _, err := s.Prune(ctx); err != nil {
+			t.Fatal(err)
+		}
+		kr := mvcc.PrefixRange([]byte("/r/"))
+		long := func(k []byte) bool { return bytes.HasPrefix(k, []byte("/r/long/")) }
+		for _, desc := range []bool{false, true} {
+			evs, _ := allPages(t, s, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: long, Descending: desc, Limit: 3})
+			if len(evs) != 6 {
+				t.Errorf("descending %v: %d changes of /r/long/b, want 6", desc, len(evs))
+			}
+			_, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: func([]byte) bool { return true }, Descending: desc, Limit: 1000})
+			var oor *mvcc.OutOfRangeError
+			if !errors.As(err, &oor) || !strings.Contains(oor.Msg, `"/r/short/"`) {
+				t.Errorf("descending %v: a window below /r/short/'s floor that lists its key: %v", desc, err)
+			}
+		}
+		if _, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Limit: 1000}); err == nil {
+			t.Error("an unfiltered Log below a rule's floor was answered")
+		}
+		if _, _, err := s.FirstRevisionFrom(ctx, kr, 1_800_000_000_000, true); err != nil {
+			t.Errorf("a filtered Log's start at the first write: %v", err)
 		}
 	})
 }
