@@ -4,6 +4,8 @@
 //
 //	GET  /apis/quanty.quantyroot.io/v1alpha1/logs?q=<base64url Request>     Log
 //	GET  /apis/quanty.quantyroot.io/v1alpha1/objects?q=<base64url Request>  Get
+//	GET  /apis/quanty.quantyroot.io/v1alpha1/changes?q=<base64url Request>[&namespace=NS][&resource=R...][&exclude=R...]
+//	                                                   Log, of what the caller may list (changes.go)
 //	POST /apis/quanty.quantyroot.io/v1alpha1/restores  (the Request as body) Restore
 //
 // Requests and answers are the History service's protobuf messages, with

@@ -46,8 +46,12 @@ func (g *grants) Review(_ context.Context, u user.Info, a apiagg.Access) (bool, 
 	defer g.mu.Unlock()
 	q := u.GetName() + ": " + a.String()
 	g.asked = append(g.asked, q)
+	// As RBAC: a grant in every namespace (a ClusterRoleBinding) covers
+	// each namespace.
+	everywhere := a
+	everywhere.Namespace = ""
 	for _, s := range g.allow[u.GetName()] {
-		if s == a.String() {
+		if s == a.String() || (a.Name == "" && s == everywhere.String()) {
 			return true, "", nil
 		}
 	}
@@ -194,7 +198,7 @@ func TestDiscovery(t *testing.T) {
 	e := newEnv(t)
 	code, b, _ := e.as(e.proxy, "GET", base, nil, "system:kube-aggregator")
 	var rl metav1.APIResourceList
-	if err := json.Unmarshal(b, &rl); code != 200 || err != nil || rl.GroupVersion != "quanty.quantyroot.io/v1alpha1" || len(rl.APIResources) != 3 {
+	if err := json.Unmarshal(b, &rl); code != 200 || err != nil || rl.GroupVersion != "quanty.quantyroot.io/v1alpha1" || len(rl.APIResources) != 4 {
 		t.Fatalf("resource list: %d %v %s", code, err, b)
 	}
 	verbs := map[string]string{}
@@ -204,7 +208,7 @@ func TestDiscovery(t *testing.T) {
 			t.Errorf("%s is namespaced", r.Name)
 		}
 	}
-	if verbs["logs"] != "list" || verbs["objects"] != "list" || verbs["restores"] != "create" {
+	if verbs["logs"] != "list" || verbs["objects"] != "list" || verbs["changes"] != "list" || verbs["restores"] != "create" {
 		t.Errorf("verbs %v: a GET without a name is list, a POST is create", verbs)
 	}
 

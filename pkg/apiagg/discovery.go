@@ -15,12 +15,13 @@ import (
 
 var groupVersion = metav1.GroupVersionForDiscovery{GroupVersion: Group + "/" + Version, Version: Version}
 
-// resources are the three endpoints. GET on a resource without a name is
-// kube-apiserver's verb "list", so logs and objects are listed, not got:
+// resources are the endpoints. GET on a resource without a name is
+// kube-apiserver's verb "list", so logs, objects and changes are listed, not got:
 // RBAC grants list on them (deploy/aggregated-api/rbac.yaml).
 var resources = []metav1.APIResource{
 	{Name: "logs", SingularName: "log", Namespaced: false, Kind: "Log", Verbs: metav1.Verbs{"list"}},
 	{Name: "objects", SingularName: "object", Namespaced: false, Kind: "Object", Verbs: metav1.Verbs{"list"}},
+	{Name: "changes", SingularName: "change", Namespaced: false, Kind: "Change", Verbs: metav1.Verbs{"list"}},
 	{Name: "restores", SingularName: "restore", Namespaced: false, Kind: "Restore", Verbs: metav1.Verbs{"create"}},
 }
 

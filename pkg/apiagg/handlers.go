@@ -44,6 +44,8 @@ func (s *Server) routes() http.Handler {
 			rt = route{http.MethodGet, s.serveLog}
 		case base + "/objects":
 			rt = route{http.MethodGet, s.serveGet}
+		case base + "/changes":
+			rt = route{http.MethodGet, s.serveChanges}
 		case base + "/restores":
 			rt = route{http.MethodPost, s.serveRestore}
 		default:

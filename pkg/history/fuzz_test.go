@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -65,7 +66,7 @@ func FuzzRequest(f *testing.F) {
 			if q.Limit < 1 || q.Limit > MaxLogLimit || (r.Limit > 0 && int64(q.Limit) != min(r.Limit, MaxLogLimit)) {
 				t.Fatalf("Log %v read with limit %d", r, q.Limit)
 			}
-			if after, err := parseContinue(r.Continue); err != nil || after != q.After {
+			if after, err := parseContinue(r.Continue, r.Descending); err != nil || after != q.After {
 				t.Fatalf("Log %v read after %+v, its token names %+v (%v)", r, q.After, after, err)
 			}
 		}
@@ -79,11 +80,12 @@ func FuzzRequest(f *testing.F) {
 // FuzzContinue: any token parses or is refused without panicking, and one
 // that parses names a position the server writes back the same way.
 func FuzzContinue(f *testing.F) {
-	for _, tok := range []string{"", "1.0", "7.2", "0.0", "-1.3", "1.-1", "9223372036854775807.9223372036854775807", "1", "a.b", "1.2.3", "01.2", "+1.2"} {
+	for _, tok := range []string{"", "1.0", "7.2", "0.0", "-1.3", "1.-1", "9223372036854775807.9223372036854775807", "1", "a.b", "1.2.3", "01.2", "+1.2", "7.2.desc", "7.desc", ".desc"} {
 		f.Add(tok)
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
-		c, err := parseContinue(tok)
+		desc := strings.HasSuffix(tok, ".desc")
+		c, err := parseContinue(tok, desc)
 		if err != nil {
 			if status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("%q: %v", tok, err)
@@ -99,9 +101,12 @@ func FuzzContinue(f *testing.F) {
 		if c.Rev < 1 || c.Sub < 0 {
 			t.Fatalf("%q read as %+v", tok, c)
 		}
-		again, err := parseContinue(formatContinue(c))
+		again, err := parseContinue(formatContinue(c, desc), desc)
 		if err != nil || again != c {
-			t.Fatalf("%q read as %+v, written as %q, read back as %+v (%v)", tok, c, formatContinue(c), again, err)
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v (%v)", tok, c, formatContinue(c, desc), again, err)
+		}
+		if _, err := parseContinue(tok, !desc); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%q was taken for a page of the other order (%v)", tok, err)
 		}
 	})
 }

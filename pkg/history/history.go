@@ -6,6 +6,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,6 +26,9 @@ const (
 	// DefaultLogLimit and MaxLogLimit bound the entries of one Log page.
 	DefaultLogLimit = 1000
 	MaxLogLimit     = 10000
+	// DefaultRangeLimit is the keys of one page of Get over a range (at
+	// most MaxLogLimit).
+	DefaultRangeLimit = 500
 	// MaxLogBytes ends a page before its entries, values and prev_kvs,
 	// pass 3 MiB: an answer fits gRPC's default 4 MiB client limit, and a
 	// request holds about its page whatever its limit, since the store
@@ -97,6 +101,25 @@ func restoreOnly(r *historypb.Request) error {
 	return nil
 }
 
+// logOnly refuses Log's end bounds and order outside Log.
+func logOnly(r *historypb.Request) error {
+	if r.EndRevision != 0 || r.EndUnixMs != 0 || r.Descending {
+		return invalid("end_revision, end_unix_ms and descending are for Log only")
+	}
+	return nil
+}
+
+// pageLimit is a request's limit: def for 0, at most MaxLogLimit.
+func pageLimit(r *historypb.Request, def int) (int, error) {
+	switch {
+	case r.Limit < 0:
+		return 0, invalid("limit must not be negative")
+	case r.Limit == 0:
+		return def, nil
+	}
+	return int(min(r.Limit, MaxLogLimit)), nil
+}
+
 // readRevision resolves a request's revision or unix_ms (or neither: now).
 func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64, error) {
 	if len(r.Key) == 0 {
@@ -114,13 +137,20 @@ func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64
 	return s.store.Rev(), nil
 }
 
-// Get returns the key as it was.
+// Get returns the key as it was, or with range_end, a page of the keys of
+// the range as they were (getRange).
 func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
-	if len(r.RangeEnd) != 0 {
-		return nil, invalid("range_end is for Log only")
-	}
 	if err := restoreOnly(r); err != nil {
 		return nil, err
+	}
+	if err := logOnly(r); err != nil {
+		return nil, err
+	}
+	if len(r.RangeEnd) != 0 {
+		return s.getRange(ctx, r)
+	}
+	if r.Continue != "" {
+		return nil, invalid("continue is for Log and for Get of a range")
 	}
 	if len(r.Key) > 0 && r.UnixMs > 0 && r.Revision == 0 {
 		rev, kv, err := s.store.KeyAtTime(ctx, r.Key, r.UnixMs)
@@ -140,9 +170,18 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 	return &historypb.GetResponse{Revision: rev, Kv: kv}, nil
 }
 
-// Log lists retained changes, oldest first, a page at a time: at most
-// limit entries and MaxLogBytes.
+// Log lists retained changes, oldest first (or newest first), a page at a
+// time: at most limit entries and MaxLogBytes.
 func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.LogResponse, error) {
+	return s.LogKept(ctx, r, nil)
+}
+
+// LogKept is Log of the changes whose keys keep keeps (nil: all), asked
+// of each key before its value is read (mvcc.LogQuery.Keep). A page reads
+// at most a bounded number of changes, so it may hold fewer than limit
+// entries, none even, and still have a continue token. The aggregated API
+// lists this way only what its caller may list.
+func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(key []byte) bool) (*historypb.LogResponse, error) {
 	// The whole request is checked before the store is asked anything.
 	if len(r.Key) == 0 {
 		return nil, invalid("key is required")
@@ -153,16 +192,14 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 	if err := restoreOnly(r); err != nil {
 		return nil, err
 	}
-	var limit int
-	switch {
-	case r.Limit < 0:
-		return nil, invalid("limit must not be negative")
-	case r.Limit == 0:
-		limit = DefaultLogLimit
-	default:
-		limit = int(min(r.Limit, MaxLogLimit))
+	if err := checkEnd(r); err != nil {
+		return nil, err
 	}
-	after, err := parseContinue(r.Continue)
+	limit, err := pageLimit(r, DefaultLogLimit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := parseContinue(r.Continue, r.Descending)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +208,7 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 	if r.UnixMs != 0 {
 		// Changes from that time on: the first revision committed at or
 		// after it. None yet is an empty page, not an error.
-		rev, ok, err := s.store.FirstRevisionFrom(ctx, kr, r.UnixMs)
+		rev, ok, err := s.store.FirstRevisionFrom(ctx, kr, r.UnixMs, keep != nil)
 		if err != nil {
 			return nil, toStatus(err)
 		}
@@ -180,7 +217,20 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 		}
 		from = rev
 	}
-	page, err := s.store.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: from, After: after, Limit: limit, MaxBytes: MaxLogBytes})
+	to := r.EndRevision
+	if r.EndUnixMs != 0 {
+		// Changes before that time: up to the last revision committed
+		// before it. None is an empty page.
+		rev, err := s.store.RevisionBefore(ctx, kr, r.EndUnixMs, keep != nil)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if rev == 0 || rev < from {
+			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
+		}
+		to = rev
+	}
+	page, err := s.store.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: from, ToRev: to, Descending: r.Descending, After: after, Keep: keep, Limit: limit, MaxBytes: MaxLogBytes})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -193,27 +243,108 @@ func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.Log
 		resp.Entries[i] = ent
 	}
 	if page.More {
-		resp.Continue = formatContinue(page.Next)
+		resp.Continue = formatContinue(page.Next, r.Descending)
 	}
 	return resp, nil
 }
 
-// A continue token is the last entry a page returned, "REV.SUB": opaque to
-// clients, and valid on any replica because it names a change, not a
-// position in this server's memory.
-func formatContinue(c mvcc.LogCursor) string { return fmt.Sprintf("%d.%d", c.Rev, c.Sub) }
+// checkEnd refuses negative end bounds, both of them, and an end before
+// the start given in the same terms (a time in the future is fine: it
+// means now).
+func checkEnd(r *historypb.Request) error {
+	switch {
+	case r.EndRevision < 0 || r.EndUnixMs < 0:
+		return invalid("end_revision and end_unix_ms must not be negative")
+	case r.EndRevision != 0 && r.EndUnixMs != 0:
+		return invalid("give end_revision or end_unix_ms, not both")
+	case r.EndRevision != 0 && r.EndRevision < r.Revision:
+		return invalid("end_revision %d is before revision %d: the window ends before it starts", r.EndRevision, r.Revision)
+	case r.EndUnixMs != 0 && r.EndUnixMs <= r.UnixMs:
+		return invalid("end_unix_ms %d is not after unix_ms %d: the window ends before it starts (the end is exclusive)", r.EndUnixMs, r.UnixMs)
+	}
+	return nil
+}
 
-func parseContinue(tok string) (mvcc.LogCursor, error) {
+// A continue token is where a page stopped, "REV.SUB" (a descending
+// page's: "REV.SUB.desc"): opaque to clients, and valid on any replica
+// because it names a change, not a position in this server's memory. It
+// says its order, so that a page is never continued the other way, which
+// would skip or repeat the entries on one side of it.
+func formatContinue(c mvcc.LogCursor, descending bool) string {
+	if descending {
+		return fmt.Sprintf("%d.%d.desc", c.Rev, c.Sub)
+	}
+	return fmt.Sprintf("%d.%d", c.Rev, c.Sub)
+}
+
+func parseContinue(tok string, descending bool) (mvcc.LogCursor, error) {
 	if tok == "" {
 		return mvcc.LogCursor{}, nil
 	}
-	a, b, ok := strings.Cut(tok, ".")
+	body, desc := strings.CutSuffix(tok, ".desc")
+	a, b, ok := strings.Cut(body, ".")
 	rev, err1 := strconv.ParseInt(a, 10, 64)
 	sub, err2 := strconv.ParseInt(b, 10, 64)
 	if !ok || err1 != nil || err2 != nil || rev < 1 || sub < 0 {
 		return mvcc.LogCursor{}, invalid("continue token %q is not one this server gave", tok)
 	}
+	switch {
+	case desc && !descending:
+		return mvcc.LogCursor{}, invalid("continue token %q is from a descending page: send descending with it", tok)
+	case !desc && descending:
+		return mvcc.LogCursor{}, invalid("continue token %q is from an ascending page: a descending Log starts without one", tok)
+	}
 	return mvcc.LogCursor{Rev: rev, Sub: sub}, nil
+}
+
+// getRange is Get over [key, range_end): the keys that existed at the
+// revision (or time), as they were then, by key, a page at a time. Its
+// continue token carries the revision read, so that every page of one
+// listing reads the same revision whatever the request says of it.
+func (s *Service) getRange(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
+	if len(r.Key) == 0 {
+		return nil, invalid("key is required")
+	}
+	if err := checkWhen(r); err != nil {
+		return nil, err
+	}
+	limit, err := pageLimit(r, DefaultRangeLimit)
+	if err != nil {
+		return nil, err
+	}
+	var rev int64
+	var after []byte
+	if r.Continue != "" {
+		if rev, after, err = parseRangeContinue(r.Continue); err != nil {
+			return nil, err
+		}
+		if r.Revision != 0 && r.Revision != rev {
+			return nil, invalid("continue token %q is of revision %d, not %d", r.Continue, rev, r.Revision)
+		}
+	} else if rev, err = s.readRevision(ctx, r); err != nil {
+		return nil, toStatus(err)
+	}
+	page, err := s.store.RangeAt(ctx, mvcc.RangeAtQuery{Range: mvcc.NewKeyRange(r.Key, r.RangeEnd), Rev: rev, After: after, Limit: limit, MaxBytes: MaxLogBytes})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &historypb.GetResponse{Revision: rev, Kvs: page.Kvs}
+	if page.More {
+		resp.Continue = strconv.FormatInt(rev, 10) + "/" + base64.RawURLEncoding.EncodeToString(page.Next)
+	}
+	return resp, nil
+}
+
+// parseRangeContinue reads a range Get's token: "REV/KEY", the key
+// base64url-encoded.
+func parseRangeContinue(tok string) (int64, []byte, error) {
+	a, b, ok := strings.Cut(tok, "/")
+	rev, err1 := strconv.ParseInt(a, 10, 64)
+	key, err2 := base64.RawURLEncoding.DecodeString(b)
+	if !ok || err1 != nil || err2 != nil || rev < 1 || len(key) == 0 {
+		return 0, nil, invalid("continue token %q is not one this server gave for a range", tok)
+	}
+	return rev, key, nil
 }
 
 // Restore writes the key back as it was, through the same write path as
@@ -235,7 +366,10 @@ type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) error
 // The aggregated API checks the caller's access to the object this way.
 func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, check RestoreCheck) (*historypb.RestoreResponse, error) {
 	if len(r.RangeEnd) != 0 {
-		return nil, invalid("range_end is for Log only: Restore writes one key")
+		return nil, invalid("range_end is for Log and Get: Restore writes one key")
+	}
+	if err := logOnly(r); err != nil {
+		return nil, err
 	}
 	if r.Revision == 0 && r.UnixMs == 0 {
 		return nil, invalid("give the revision or unix_ms to restore from")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,9 @@ type fakeStore struct {
 	firstOK bool
 	query   mvcc.LogQuery // the last Log query
 	page    *mvcc.LogPage
+
+	rangeQuery mvcc.RangeAtQuery // the last RangeAt query
+	rangePage  *mvcc.RangeAtPage
 
 	current *mvccpb.KeyValue // what Range finds
 	fails   int              // Txns whose compare fails before one succeeds
@@ -68,7 +72,7 @@ func (f *fakeStore) RevisionAt(_ context.Context, key []byte, unixMs int64) (int
 	return f.atRev, f.err
 }
 
-func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixMs int64) (int64, bool, error) {
+func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixMs int64, _ bool) (int64, bool, error) {
 	f.called("FirstRevisionFrom %s %d", kr.Key, unixMs)
 	return f.first, f.firstOK, f.err
 }
@@ -76,6 +80,20 @@ func (f *fakeStore) FirstRevisionFrom(_ context.Context, kr mvcc.KeyRange, unixM
 func (f *fakeStore) Usage(context.Context, int64, func(mvcc.KeyUsage) error) error {
 	f.calls = append(f.calls, "Usage")
 	return f.err
+}
+
+func (f *fakeStore) RevisionBefore(_ context.Context, kr mvcc.KeyRange, unixMs int64, _ bool) (int64, error) {
+	f.called("RevisionBefore %s %d", kr.Key, unixMs)
+	return f.atRev, f.err
+}
+
+func (f *fakeStore) RangeAt(_ context.Context, q mvcc.RangeAtQuery) (*mvcc.RangeAtPage, error) {
+	f.called("RangeAt %s %s %d %q %d", q.Range.Key, q.Range.End, q.Rev, q.After, q.Limit)
+	f.rangeQuery = q
+	if f.rangePage == nil {
+		return &mvcc.RangeAtPage{}, f.err
+	}
+	return f.rangePage, f.err
 }
 
 func (f *fakeStore) Log(_ context.Context, q mvcc.LogQuery) (*mvcc.LogPage, error) {
@@ -129,7 +147,12 @@ func TestRequestValidation(t *testing.T) {
 		{"Get", &historypb.Request{}, "key is required"},
 		{"Get", &historypb.Request{Revision: 3}, "key is required"},
 		{"Get", &historypb.Request{UnixMs: 1000}, "key is required"},
-		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z")}, "range_end is for Log only"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Limit: -1}, "limit must not be negative"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Continue: "7.3"}, "continue token"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6, Continue: "7/L2E"}, "of revision 7, not 6"},
+		{"Get", &historypb.Request{Key: key, Continue: "7/L2E"}, "continue is for Log and for Get of a range"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), EndRevision: 5}, "for Log only"},
+		{"Get", &historypb.Request{Key: key, Descending: true}, "for Log only"},
 		{"Get", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Get", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
 		{"Get", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
@@ -143,10 +166,18 @@ func TestRequestValidation(t *testing.T) {
 		{"Log", &historypb.Request{Key: key, UnixMs: 1000, Continue: "garbage"}, "continue token"},
 		{"Log", &historypb.Request{Key: key, Revision: -1}, "must not be negative"},
 		{"Log", &historypb.Request{Key: key, UnixMs: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndRevision: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndUnixMs: -1}, "must not be negative"},
+		{"Log", &historypb.Request{Key: key, EndRevision: 5, EndUnixMs: 1000}, "not both"},
+		{"Log", &historypb.Request{Key: key, Revision: 6, EndRevision: 5}, "end_revision 5 is before revision 6"},
+		{"Log", &historypb.Request{Key: key, UnixMs: 2000, EndUnixMs: 2000}, "not after unix_ms"},
+		{"Log", &historypb.Request{Key: key, Descending: true, Continue: "7.3"}, "from an ascending page"},
+		{"Log", &historypb.Request{Key: key, Continue: "7.3.desc"}, "from a descending page"},
 
 		{"Restore", &historypb.Request{Revision: 3}, "key is required"},
 		{"Restore", &historypb.Request{Key: key}, "give the revision or unix_ms"},
-		{"Restore", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 3}, "range_end is for Log only"},
+		{"Restore", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 3}, "Restore writes one key"},
+		{"Restore", &historypb.Request{Key: key, Revision: 3, Descending: true}, "for Log only"},
 		{"Restore", &historypb.Request{Key: key, Revision: 3, UnixMs: 1000}, "not both"},
 		{"Restore", &historypb.Request{Key: key, Revision: -3}, "must not be negative"},
 		{"Restore", &historypb.Request{Key: key, UnixMs: -3}, "must not be negative"},
@@ -233,9 +264,18 @@ func TestLogQuery(t *testing.T) {
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 5, After: mvcc.LogCursor{Rev: 9, Sub: 2}, Limit: DefaultLogLimit}, calls: "Log"},
 		{name: "from a time", r: &historypb.Request{Key: []byte("a"), UnixMs: 1700000000000},
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 8, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1700000000000; Log"},
+		{name: "to a revision, newest first", r: &historypb.Request{Key: []byte("a"), Revision: 3, EndRevision: 9, Descending: true, Continue: "9.1.desc"},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 3, ToRev: 9, Descending: true, After: mvcc.LogCursor{Rev: 9, Sub: 1}, Limit: DefaultLogLimit}, calls: "Log"},
+		{name: "up to a time", r: &historypb.Request{Key: []byte("a"), EndUnixMs: 1700000000000},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), ToRev: 7, Limit: DefaultLogLimit}, calls: "RevisionBefore a 1700000000000; Log"},
+		{name: "a window of times", r: &historypb.Request{Key: []byte("a"), UnixMs: 1600000000000, EndUnixMs: 1700000000000, Descending: true},
+			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 7, ToRev: 7, Descending: true, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1600000000000; RevisionBefore a 1700000000000; Log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeStore{rev: 10, first: 8, firstOK: true}
+			f := &fakeStore{rev: 10, first: 8, firstOK: true, atRev: 7}
+			if tc.name == "a window of times" {
+				f.first = 7
+			}
 			if _, err := New(f).Log(context.Background(), tc.r); err != nil {
 				t.Fatal(err)
 			}
@@ -247,10 +287,64 @@ func TestLogQuery(t *testing.T) {
 			if !bytes.Equal(got.Range.Key, tc.want.Range.Key) || !bytes.Equal(got.Range.End, tc.want.Range.End) || got.Range.Unbounded != tc.want.Range.Unbounded {
 				t.Fatalf("range %+v, want %+v", got.Range, tc.want.Range)
 			}
-			if got.FromRev != tc.want.FromRev || got.After != tc.want.After || got.Limit != tc.want.Limit || got.MaxBytes != tc.want.MaxBytes {
+			if got.FromRev != tc.want.FromRev || got.ToRev != tc.want.ToRev || got.Descending != tc.want.Descending || got.After != tc.want.After ||
+				got.Limit != tc.want.Limit || got.MaxBytes != tc.want.MaxBytes || got.Keep != nil {
 				t.Fatalf("query %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Nothing committed before end_unix_ms, or only before the start: an
+// empty page, without a Log.
+func TestLogEndingBeforeAnyChange(t *testing.T) {
+	for _, tc := range []struct {
+		first, before int64
+	}{{first: 8, before: 0}, {first: 8, before: 6}} {
+		f := &fakeStore{rev: 10, first: tc.first, firstOK: true, atRev: tc.before}
+		resp, err := New(f).Log(context.Background(), &historypb.Request{Key: []byte("a"), UnixMs: 1600000000000, EndUnixMs: 1700000000000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Entries) != 0 || resp.Continue != "" || resp.HeaderRevision != 10 || slices.Contains(f.calls, "Log") {
+			t.Fatalf("before %d: answer %v after %q, want an empty page at revision 10 and no Log", tc.before, resp, f.calls)
+		}
+	}
+}
+
+// LogKept hands its filter to the store.
+func TestLogKeptPassesTheFilter(t *testing.T) {
+	f := &fakeStore{rev: 10}
+	asked := 0
+	if _, err := New(f).LogKept(context.Background(), &historypb.Request{Key: []byte("a"), RangeEnd: []byte("b")}, func([]byte) bool { asked++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if f.query.Keep == nil || !f.query.Keep([]byte("a")) || asked != 1 {
+		t.Fatal("the store's query has not the filter")
+	}
+}
+
+// A range Get reads the revision asked (or its continue token's) with
+// the default page of keys, and hands its continue token on.
+func TestGetRange(t *testing.T) {
+	f := &fakeStore{rev: 10, rangePage: &mvcc.RangeAtPage{Kvs: []*mvccpb.KeyValue{{Key: []byte("a/1")}}, More: true, Next: []byte("a/1")}}
+	resp, err := New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Revision: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Revision != 6 || resp.Kv != nil || len(resp.Kvs) != 1 || resp.Continue == "" || f.rangeQuery.Limit != DefaultRangeLimit || f.rangeQuery.Rev != 6 {
+		t.Fatalf("answer %v after %+v", resp, f.rangeQuery)
+	}
+	f.rangePage = &mvcc.RangeAtPage{}
+	resp, err = New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Continue: resp.Continue, Limit: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Revision != 6 || resp.Continue != "" || f.rangeQuery.Rev != 6 || string(f.rangeQuery.After) != "a/1" || f.rangeQuery.Limit != MaxLogLimit {
+		t.Fatalf("the next page: %v after %+v", resp, f.rangeQuery)
+	}
+	if got := strings.Join(f.calls, "; "); strings.Contains(got, "RevisionAt") {
+		t.Fatalf("store calls %q", got)
 	}
 }
 
@@ -313,20 +407,25 @@ func TestLogPages(t *testing.T) {
 
 func TestContinueTokens(t *testing.T) {
 	for _, c := range []mvcc.LogCursor{{Rev: 1, Sub: 0}, {Rev: 7, Sub: 3}, {Rev: math.MaxInt64, Sub: math.MaxInt64}} {
-		tok := formatContinue(c)
-		got, err := parseContinue(tok)
-		if err != nil || got != c {
-			t.Errorf("parseContinue(formatContinue(%+v) = %q) = %+v, %v", c, tok, got, err)
+		for _, desc := range []bool{false, true} {
+			tok := formatContinue(c, desc)
+			got, err := parseContinue(tok, desc)
+			if err != nil || got != c {
+				t.Errorf("parseContinue(formatContinue(%+v, %v) = %q) = %+v, %v", c, desc, tok, got, err)
+			}
+			// A page is never continued in the other order.
+			_, err = parseContinue(tok, !desc)
+			wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
 		}
 	}
-	if got, err := parseContinue(""); err != nil || got != (mvcc.LogCursor{}) {
+	if got, err := parseContinue("", true); err != nil || got != (mvcc.LogCursor{}) {
 		t.Errorf(`parseContinue("") = %+v, %v; want the start`, got, err)
 	}
 	for _, tok := range []string{
 		"x", "7", "7.", ".3", "7.3.1", "a.b", "7.b", "0.0", "-1.0", "7.-1", " 7.3", "7.3 ", "7,3",
 		"99999999999999999999.0", "7.99999999999999999999",
 	} {
-		_, err := parseContinue(tok)
+		_, err := parseContinue(tok, false)
 		wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
 	}
 }

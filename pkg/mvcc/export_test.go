@@ -112,3 +112,12 @@ func (s *Store) LogBytes(ctx context.Context) (all, live int64, err error) {
 
 // RuleFloor is the retention floor of the rule that governs key.
 func (s *Store) RuleFloor(key string) Floor { return s.ruleFor([]byte(key)).floor() }
+
+// SetScanBounds sets how many log rows a filtered Log page reads
+// (logscan.go) and how many keys a RangeAt page looks at (rangeat.go),
+// until the returned func puts them back.
+func SetScanBounds(rows, keys int) (restore func()) {
+	oldRows, oldKeys := logScanRows, rangeAtScanKeys
+	logScanRows, rangeAtScanKeys = rows, keys
+	return func() { logScanRows, rangeAtScanKeys = oldRows, oldKeys }
+}

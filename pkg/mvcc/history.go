@@ -123,13 +123,13 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 }
 
 // FirstRevisionFrom is the oldest revision committed at or after unixMs,
-// for listing the changes in kr from that time on; ok is false when
-// nothing has been committed since.
-func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error) {
+// for listing the changes in kr from that time on (filtered: by key, see
+// logFloor); ok is false when nothing has been committed since.
+func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (rev int64, ok bool, err error) {
 	if now := s.opts.Now().UnixMilli(); unixMs > now {
 		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is in the future (the server's time is %s)", fmtMs(unixMs), fmtMs(now))}
 	}
-	if f := s.rangeFloor(kr); f.Rev > 0 && unixMs < f.UnixMs {
+	if f := s.logFloor(kr, filtered); f.Rev > 0 && unixMs < f.UnixMs {
 		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
 	err = s.readRow(ctx, `SELECT rev FROM log WHERE unix_ms >= ? ORDER BY unix_ms, rev LIMIT 1`, unixMs).Scan(&rev)
@@ -137,6 +137,30 @@ func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64
 		return 0, false, nil
 	}
 	return rev, err == nil, err
+}
+
+// RevisionBefore is the newest revision committed before unixMs, for
+// listing the changes in kr up to that time (exclusive; filtered: by key,
+// see logFloor). A time in the
+// future is now: the current revision. A time at or before the floor's
+// commit leaves nothing retained to list, and is out of range.
+func (s *Store) RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (int64, error) {
+	cur := s.Rev()
+	if now := s.opts.Now().UnixMilli(); unixMs > now {
+		return cur, nil
+	}
+	if f := s.logFloor(kr, filtered); f.Rev > 0 && unixMs <= f.UnixMs {
+		return 0, &OutOfRangeError{Msg: fmt.Sprintf("end time %s is not after the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
+	}
+	var rev int64
+	err := s.readRow(ctx, `SELECT rev FROM log WHERE unix_ms < ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`, unixMs).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return min(rev, cur), nil
 }
 
 // KeyAt is key as it was at rev; nil if it did not exist then.

@@ -29,6 +29,8 @@
 //	event.go           one change as watchers see it
 //	logread.go         changes read back from the log (watch catch-up, tail)
 //	logpage.go         History's Log pages, bounded in bytes (ADR-020)
+//	logscan.go         Log pages filtered by key, newest first or up to a revision (ADR-031)
+//	rangeat.go         History's Get of a range at a revision, in pages
 //	history.go         History's floors and reads at a revision or a time
 //	retention.go       pruning the log and the floors it raises (ADR-005)
 //	budget.go          retention's byte budgets: what each rule's history weighs (ADR-030)
@@ -187,12 +189,23 @@ type History interface {
 	// RevisionAt is the revision committed at or before unixMs.
 	RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64, error)
 	// FirstRevisionFrom is the oldest revision committed at or after
-	// unixMs; ok is false when nothing has been committed since.
-	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64) (rev int64, ok bool, err error)
-	// Log is one page of the retained changes in a range, oldest first.
+	// unixMs; ok is false when nothing has been committed since. filtered
+	// is set for a Log filtered by key (LogQuery.Keep), whose floor is
+	// checked key by key.
+	FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (rev int64, ok bool, err error)
+	// RevisionBefore is the newest revision committed before unixMs, for
+	// the changes in kr up to that time (exclusive): the current revision
+	// when unixMs is in the future, and 0 when nothing was committed before
+	// it.
+	RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64, filtered bool) (int64, error)
+	// Log is one page of the retained changes in a range, oldest first or
+	// as the query asks.
 	Log(ctx context.Context, q LogQuery) (*LogPage, error)
 	// Usage is what each key's retained history weighs, in key order.
 	Usage(ctx context.Context, recentMs int64, fn func(KeyUsage) error) error
+	// RangeAt is one page of the keys of a range as they were at a
+	// revision, in key order.
+	RangeAt(ctx context.Context, q RangeAtQuery) (*RangeAtPage, error)
 }
 
 var (

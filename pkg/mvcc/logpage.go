@@ -12,10 +12,26 @@ import (
 // LogQuery asks for one page of the retained changes in a range.
 type LogQuery struct {
 	Range KeyRange
-	// FromRev is the oldest revision wanted (0: everything retained).
+	// FromRev is the oldest revision wanted (0: everything retained), in
+	// either order.
 	FromRev int64
-	// After is the last entry of the previous page (zero: from the start).
+	// ToRev is the newest revision wanted, inclusive (0, or past the
+	// store's revision: the store's revision).
+	ToRev int64
+	// Descending lists the newest first; After then moves downward.
+	Descending bool
+	// After is the last entry of the previous page (zero: from the start),
+	// or the last row its scan read (logScanRows).
 	After LogCursor
+	// Keep, when set, is asked of each row's key before anything else of
+	// the row is read: a row it refuses costs no value read and is left
+	// out. key is valid only during the call. It may block (it may ask an
+	// authorizer); the page's first statement stays open meanwhile. With
+	// Keep, FromRev is checked against the lowest floor of the rules the
+	// range touches, and each kept row against its own key's rule: a
+	// window the filter's keys are not retained for is an
+	// *OutOfRangeError naming their prefix (logFloor).
+	Keep func(key []byte) bool
 	// Limit (at least 1) and MaxBytes end a page at that many entries or
 	// bytes (Event.Size: values and prev_kvs), whichever comes first; a
 	// page holds at least one entry, and MaxBytes <= 0 sets no byte bound.
@@ -43,7 +59,8 @@ type LogPage struct {
 	HeaderRev int64
 }
 
-// Log lists the retained changes in q.Range, oldest first (History).
+// Log lists the retained changes in q.Range, oldest first (History), or
+// as q asks: newest first, up to a revision, filtered by key (logscan.go).
 //
 // A page reads the values of its own entries and little more, so that
 // what a request holds is its page, whatever limit it asks for: values
@@ -64,12 +81,19 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	}
 	if q.FromRev > 0 {
 		// The floor that matters is the highest of the rules the range touches.
-		if floor := s.rangeFloor(kr); q.FromRev < floor.Rev {
+		if floor := s.logFloor(kr, q.Keep != nil); q.FromRev < floor.Rev {
 			return nil, &OutOfRangeError{Msg: fmt.Sprintf("revision %d is older than the oldest retained revision %d (%s)", q.FromRev, floor.Rev, fmtMs(floor.UnixMs))}
 		}
 	}
-	if kr.Empty() {
+	toRev := page.HeaderRev
+	if q.ToRev > 0 {
+		toRev = min(toRev, q.ToRev)
+	}
+	if kr.Empty() || q.FromRev > toRev {
 		return page, nil
+	}
+	if q.Keep != nil || q.Descending || toRev < page.HeaderRev {
+		return s.scanLog(ctx, q, page, toRev)
 	}
 	// The page starts after the cursor and at FromRev at the earliest; the
 	// first change of a revision has sub 0.

@@ -384,6 +384,28 @@ func (s *Store) ruleFor(key []byte) *retentionRule {
 	return best
 }
 
+// logFloor is the floor a read of kr's history must start at or above:
+// the highest floor of the rules kr touches, so that every key's history
+// is exact from there; or, for a read filtered by key (LogQuery.Keep),
+// the lowest, each row then checked against its own key's rule as it is
+// read (scanHeads), so that a rule of short retention (leases, 10 minutes)
+// refuses only a read that would list its keys.
+func (s *Store) logFloor(kr KeyRange, filtered bool) Floor {
+	if !filtered {
+		return s.rangeFloor(kr)
+	}
+	var floor Floor
+	first := true
+	for _, r := range s.rules {
+		if r.overlaps(kr) {
+			if f := r.floor(); first || f.Rev < floor.Rev {
+				floor, first = f, false
+			}
+		}
+	}
+	return floor
+}
+
 // rangeFloor is the highest floor among the rules whose keys kr touches.
 func (s *Store) rangeFloor(kr KeyRange) Floor {
 	var floor Floor

@@ -161,6 +161,18 @@ var servedAlso = map[Resource]Resource{
 	{"events.k8s.io", "events", true}: {"", "events", true},
 }
 
+// StoredAs is the resource whose objects r's are stored as, and which
+// Parse names for their keys: r itself, unless another group serves it
+// from the same place (events.k8s.io's events are the core group's).
+func StoredAs(r Resource) Resource {
+	for also, stored := range servedAlso {
+		if also.Group == r.Group && also.Resource == r.Resource {
+			return stored
+		}
+	}
+	return r
+}
+
 // Table maps keys under one --etcd-prefix.
 type Table struct {
 	prefix string

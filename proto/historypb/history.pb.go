@@ -31,7 +31,8 @@ type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The key, or the start of a range.
 	Key []byte `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// End of the range, exclusive; Log only. "\0" means every key >= key.
+	// End of the range, exclusive; Log, and Get's range form. "\0" means
+	// every key >= key.
 	RangeEnd []byte `protobuf:"bytes,2,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
 	// Get, Restore: the revision to read. Log: the oldest revision to list
 	// (0: the oldest retained).
@@ -40,9 +41,11 @@ type Request struct {
 	// list changes from this time on.
 	UnixMs int64 `protobuf:"varint,4,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
 	// Log: at most this many entries in one response (0: 1000; at most
-	// 10000). A response also stops short of 3 MiB.
+	// 10000); Get of a range: keys (0: 500; at most 10000). A response also
+	// stops short of 3 MiB.
 	Limit int64 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Log: the continue token of the previous page; empty for the first.
+	// Log, and Get of a range: the continue token of the previous page;
+	// empty for the first.
 	Continue string `protobuf:"bytes,6,opt,name=continue,proto3" json:"continue,omitempty"`
 	// Restore: write only if the key's mod_revision is still this (0: only
 	// if the key is absent), else answer ABORTED and write nothing; unset:
@@ -50,6 +53,15 @@ type Request struct {
 	// asking sends the mod_revision it showed, so that a change made since
 	// is not overwritten.
 	IfModRevision *int64 `protobuf:"varint,7,opt,name=if_mod_revision,json=ifModRevision,proto3,oneof" json:"if_mod_revision,omitempty"`
+	// Log: the newest revision to list, inclusive (0: the store's revision
+	// now).
+	EndRevision int64 `protobuf:"varint,8,opt,name=end_revision,json=endRevision,proto3" json:"end_revision,omitempty"`
+	// Log: only changes committed before this time (Unix milliseconds,
+	// exclusive); a time in the future is now.
+	EndUnixMs int64 `protobuf:"varint,9,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	// Log: newest first, and continue tokens go on downward. revision and
+	// unix_ms stay the oldest bound in both orders.
+	Descending    bool `protobuf:"varint,10,opt,name=descending,proto3" json:"descending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +143,27 @@ func (x *Request) GetIfModRevision() int64 {
 		return *x.IfModRevision
 	}
 	return 0
+}
+
+func (x *Request) GetEndRevision() int64 {
+	if x != nil {
+		return x.EndRevision
+	}
+	return 0
+}
+
+func (x *Request) GetEndUnixMs() int64 {
+	if x != nil {
+		return x.EndUnixMs
+	}
+	return 0
+}
+
+func (x *Request) GetDescending() bool {
+	if x != nil {
+		return x.Descending
+	}
+	return false
 }
 
 type LogEntry struct {
@@ -280,8 +313,14 @@ type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revision read.
 	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	// The key at that revision; absent if it did not exist then.
-	Kv            *mvccpb.KeyValue `protobuf:"bytes,2,opt,name=kv,proto3" json:"kv,omitempty"`
+	// The key at that revision; absent if it did not exist then (and for a
+	// range).
+	Kv *mvccpb.KeyValue `protobuf:"bytes,2,opt,name=kv,proto3" json:"kv,omitempty"`
+	// A range: the keys that existed at the revision, by key.
+	Kvs []*mvccpb.KeyValue `protobuf:"bytes,3,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	// A range: non-empty when more keys may follow: pass it back as
+	// Request.continue.
+	Continue      string `protobuf:"bytes,4,opt,name=continue,proto3" json:"continue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +367,20 @@ func (x *GetResponse) GetKv() *mvccpb.KeyValue {
 		return x.Kv
 	}
 	return nil
+}
+
+func (x *GetResponse) GetKvs() []*mvccpb.KeyValue {
+	if x != nil {
+		return x.Kvs
+	}
+	return nil
+}
+
+func (x *GetResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type RestoreResponse struct {
@@ -613,7 +666,7 @@ var File_history_proto protoreflect.FileDescriptor
 const file_history_proto_rawDesc = "" +
 	"\n" +
 	"\rhistory.proto\x12\n" +
-	"quantykube\x1a\bkv.proto\"\xe0\x01\n" +
+	"quantykube\x1a\bkv.proto\"\xc3\x02\n" +
 	"\aRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x1a\n" +
@@ -621,7 +674,13 @@ const file_history_proto_rawDesc = "" +
 	"\aunix_ms\x18\x04 \x01(\x03R\x06unixMs\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x03R\x05limit\x12\x1a\n" +
 	"\bcontinue\x18\x06 \x01(\tR\bcontinue\x12+\n" +
-	"\x0fif_mod_revision\x18\a \x01(\x03H\x00R\rifModRevision\x88\x01\x01B\x12\n" +
+	"\x0fif_mod_revision\x18\a \x01(\x03H\x00R\rifModRevision\x88\x01\x01\x12!\n" +
+	"\fend_revision\x18\b \x01(\x03R\vendRevision\x12\x1e\n" +
+	"\vend_unix_ms\x18\t \x01(\x03R\tendUnixMs\x12\x1e\n" +
+	"\n" +
+	"descending\x18\n" +
+	" \x01(\bR\n" +
+	"descendingB\x12\n" +
 	"\x10_if_mod_revision\"\xa6\x01\n" +
 	"\bLogEntry\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x17\n" +
@@ -632,10 +691,12 @@ const file_history_proto_rawDesc = "" +
 	"\vLogResponse\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.quantykube.LogEntryR\aentries\x12\x1a\n" +
 	"\bcontinue\x18\x02 \x01(\tR\bcontinue\x12'\n" +
-	"\x0fheader_revision\x18\x03 \x01(\x03R\x0eheaderRevision\"K\n" +
+	"\x0fheader_revision\x18\x03 \x01(\x03R\x0eheaderRevision\"\x8b\x01\n" +
 	"\vGetResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12 \n" +
-	"\x02kv\x18\x02 \x01(\v2\x10.mvccpb.KeyValueR\x02kv\"r\n" +
+	"\x02kv\x18\x02 \x01(\v2\x10.mvccpb.KeyValueR\x02kv\x12\"\n" +
+	"\x03kvs\x18\x03 \x03(\v2\x10.mvccpb.KeyValueR\x03kvs\x12\x1a\n" +
+	"\bcontinue\x18\x04 \x01(\tR\bcontinue\"r\n" +
 	"\x0fRestoreResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12 \n" +
 	"\x02kv\x18\x02 \x01(\v2\x10.mvccpb.KeyValueR\x02kv\x12!\n" +
@@ -693,24 +754,25 @@ var file_history_proto_depIdxs = []int32{
 	8,  // 1: quantykube.LogEntry.prev_kv:type_name -> mvccpb.KeyValue
 	1,  // 2: quantykube.LogResponse.entries:type_name -> quantykube.LogEntry
 	8,  // 3: quantykube.GetResponse.kv:type_name -> mvccpb.KeyValue
-	8,  // 4: quantykube.RestoreResponse.kv:type_name -> mvccpb.KeyValue
-	6,  // 5: quantykube.TopResponse.types:type_name -> quantykube.Usage
-	6,  // 6: quantykube.TopResponse.namespaces:type_name -> quantykube.Usage
-	6,  // 7: quantykube.TopResponse.keys:type_name -> quantykube.Usage
-	6,  // 8: quantykube.TopResponse.total:type_name -> quantykube.Usage
-	0,  // 9: quantykube.History.Log:input_type -> quantykube.Request
-	0,  // 10: quantykube.History.Get:input_type -> quantykube.Request
-	0,  // 11: quantykube.History.Restore:input_type -> quantykube.Request
-	5,  // 12: quantykube.History.Top:input_type -> quantykube.TopRequest
-	2,  // 13: quantykube.History.Log:output_type -> quantykube.LogResponse
-	3,  // 14: quantykube.History.Get:output_type -> quantykube.GetResponse
-	4,  // 15: quantykube.History.Restore:output_type -> quantykube.RestoreResponse
-	7,  // 16: quantykube.History.Top:output_type -> quantykube.TopResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	8,  // 4: quantykube.GetResponse.kvs:type_name -> mvccpb.KeyValue
+	8,  // 5: quantykube.RestoreResponse.kv:type_name -> mvccpb.KeyValue
+	6,  // 6: quantykube.TopResponse.types:type_name -> quantykube.Usage
+	6,  // 7: quantykube.TopResponse.namespaces:type_name -> quantykube.Usage
+	6,  // 8: quantykube.TopResponse.keys:type_name -> quantykube.Usage
+	6,  // 9: quantykube.TopResponse.total:type_name -> quantykube.Usage
+	0,  // 10: quantykube.History.Log:input_type -> quantykube.Request
+	0,  // 11: quantykube.History.Get:input_type -> quantykube.Request
+	0,  // 12: quantykube.History.Restore:input_type -> quantykube.Request
+	5,  // 13: quantykube.History.Top:input_type -> quantykube.TopRequest
+	2,  // 14: quantykube.History.Log:output_type -> quantykube.LogResponse
+	3,  // 15: quantykube.History.Get:output_type -> quantykube.GetResponse
+	4,  // 16: quantykube.History.Restore:output_type -> quantykube.RestoreResponse
+	7,  // 17: quantykube.History.Top:output_type -> quantykube.TopResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_history_proto_init() }

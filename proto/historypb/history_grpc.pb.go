@@ -36,7 +36,8 @@ type HistoryClient interface {
 	// Log: every retained change to key, or to [key, range_end), oldest
 	// first, in pages.
 	Log(ctx context.Context, in *Request, opts ...grpc.CallOption) (*LogResponse, error)
-	// Get: the key as it was at revision, or at unix_ms.
+	// Get: the key as it was at revision, or at unix_ms; with range_end,
+	// every key of [key, range_end) that existed then, by key, in pages.
 	Get(ctx context.Context, in *Request, opts ...grpc.CallOption) (*GetResponse, error)
 	// Restore: write the key back as it was at revision or unix_ms, as an
 	// ordinary new revision.
@@ -101,7 +102,8 @@ type HistoryServer interface {
 	// Log: every retained change to key, or to [key, range_end), oldest
 	// first, in pages.
 	Log(context.Context, *Request) (*LogResponse, error)
-	// Get: the key as it was at revision, or at unix_ms.
+	// Get: the key as it was at revision, or at unix_ms; with range_end,
+	// every key of [key, range_end) that existed then, by key, in pages.
 	Get(context.Context, *Request) (*GetResponse, error)
 	// Restore: write the key back as it was at revision or unix_ms, as an
 	// ordinary new revision.

@@ -85,6 +85,10 @@ func run() error {
 	history := flag.Bool("history", false, "instead of the table: only quantykube.History (Get at a time, Log of a busy key) at 1 and 16 clients, on growth data filled once and kept under -history-cache (with -quantykube-base: that binary too, same data)")
 	historyRevs := flag.Int("history-revisions", 1_000_000, "retained revisions of -history's data")
 	historyCache := flag.String("history-cache", ".cache/bench/history", "where -history keeps its filled data directories")
+	changes := flag.Bool("changes", false, "instead of the table: the first page (500, newest first) of the last hour's changes over -history-revisions on -history's cached data, read every -changes-read-interval while -changes-rate updates/s run, against the updates alone (and etcd's, with -etcd)")
+	changesRate := flag.Int("changes-rate", 1000, "with -changes: updates per second")
+	changesTime := flag.Duration("changes-time", time.Minute, "with -changes: each phase's length")
+	changesEvery := flag.Duration("changes-read-interval", 100*time.Millisecond, "with -changes: how often the reader asks for the page (0: back to back)")
 	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, watchers, catchup, or all")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
@@ -131,6 +135,17 @@ func run() error {
 			return err
 		}
 		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints, *growthPaired)
+	}
+
+	if *changes {
+		if *qkBin == "" {
+			return fmt.Errorf("-changes needs -quantykube")
+		}
+		cache, err := filepath.Abs(*historyCache)
+		if err != nil {
+			return err
+		}
+		return runChanges(ctx, *qkBin, *etcdBin, cache, workDir, cfg, *historyRevs, *changesRate, *rounds, *changesTime, *changesEvery)
 	}
 
 	if *history {

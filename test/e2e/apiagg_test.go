@@ -29,6 +29,7 @@ import (
 var apiChecks = []Check{
 	{"api-discovery", checkAPIDiscovery},
 	{"api-read-access", checkAPIReadAccess},
+	{"api-changes", checkAPIChanges},
 	{"api-restore-access", checkAPIRestoreAccess},
 	{"api-restore-guard", checkAPIRestoreGuard},
 	{"api-errors", checkAPIErrors},
@@ -71,9 +72,9 @@ func checkAPIDiscovery(t *testing.T, c *Cluster) {
 			verbs[f[0]] = f[4]
 		}
 	}
-	if verbs["logs"] != "list" || verbs["objects"] != "list" || verbs["restores"] != "create" {
+	if verbs["logs"] != "list" || verbs["objects"] != "list" || verbs["changes"] != "list" || verbs["restores"] != "create" {
 		groups, _ := c.Kubectl(t, "get", "--raw", "/apis")
-		t.Errorf("api-resources shows %v, want list on logs and objects, create on restores:\n%s\nkube-apiserver's /apis: %s", verbs, out, groups)
+		t.Errorf("api-resources shows %v, want list on logs, objects and changes, create on restores:\n%s\nkube-apiserver's /apis: %s", verbs, out, groups)
 	}
 	// The whole discovery, every group: nothing on stderr either.
 	stderr.Reset()
@@ -328,4 +329,85 @@ func runCapture(t *testing.T, stderr *bytes.Buffer, bin string, args ...string) 
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	err := cmd.Run()
 	return stdout.Bytes(), err
+}
+
+// checkAPIChanges: the changes of the whole cluster through kubectl get
+// --raw, as kubectl quanty changes asks for them: a user with view in one
+// namespace (and the reader role) sees that namespace's ConfigMap changes
+// and no Secret's, nothing of another namespace; an admin sees the
+// Secret's too.
+func checkAPIChanges(t *testing.T, c *Cluster) {
+	ctx := c.Ctx(t)
+	ns := c.Namespace(t)
+	vic := c.NewUser(t, "vic")
+	c.Bind(t, vic, "quanty-history-reader", "")
+	c.Bind(t, vic, "view", ns)
+	root := c.NewUser(t, "changes-root", "system:masters")
+
+	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "changed"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := rv(t, cm)
+	const value = "tr0ub4dor-and-3"
+	if _, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "changed-secret"}, StringData: map[string]string{"password": value}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["k"] = "w"
+	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cmKey, secKey := "/registry/configmaps/"+ns+"/changed", "/registry/secrets/"+ns+"/changed-secret"
+
+	// Every change since start, newest first, a page at a time.
+	changes := func(u *User) (keys []string, raw [][]byte) {
+		req := &historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Revision: start, Descending: true, Limit: 100}
+		for range 50 {
+			b, err := run(t, c.kubectl, "--kubeconfig", u.Kubeconfig, "get", "--raw", apiBase+"/changes?q="+q(req)+"&exclude=events&exclude=leases.coordination.k8s.io")
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = append(raw, b)
+			var lr historypb.LogResponse
+			if err := proto.Unmarshal(b, &lr); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range lr.Entries {
+				keys = append(keys, string(e.Kv.Key))
+			}
+			if lr.Continue == "" {
+				return keys, raw
+			}
+			req.Continue = lr.Continue
+		}
+		t.Fatal("more than 50 pages")
+		return nil, nil
+	}
+	count := func(keys []string, k string) int {
+		n := 0
+		for _, x := range keys {
+			if x == k {
+				n++
+			}
+		}
+		return n
+	}
+	keys, raw := changes(vic)
+	if count(keys, cmKey) != 2 {
+		t.Errorf("vic (view in %s): %d changes of the ConfigMap, want 2; saw %q", ns, count(keys, cmKey), keys)
+	}
+	for _, k := range keys {
+		if !strings.Contains(k, "/"+ns+"/") || strings.HasPrefix(k, "/registry/secrets/") {
+			t.Errorf("vic (view in %s) sees a change of %s", ns, k)
+		}
+	}
+	for _, b := range raw {
+		if bytes.Contains(b, []byte("changed-secret")) || bytes.Contains(b, []byte(value)) {
+			t.Errorf("an answer to vic names the Secret or holds its value")
+		}
+	}
+	keys, _ = changes(root)
+	if count(keys, cmKey) != 2 || count(keys, secKey) != 1 {
+		t.Errorf("root: %d changes of the ConfigMap and %d of the Secret, want 2 and 1", count(keys, cmKey), count(keys, secKey))
+	}
 }
