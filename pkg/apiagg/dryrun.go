@@ -117,12 +117,16 @@ func objectPath(apiVersion, resource, namespace, name string) (string, error) {
 	return p, nil
 }
 
-// deleteBody is DeleteOptions that delete only the object as it is now:
-// the uid and resourceVersion a restore to absence was decided on.
+// deleteBody is DeleteOptions for a dry run that deletes only the object
+// as it is now: the uid and resourceVersion a restore to absence was
+// decided on. The body says dryRun itself: kube-apiserver reads a
+// DELETE's options from its body when it has one, and the query's
+// ?dryRun=All is then ignored, so without it the object would really go.
 func deleteBody(uid, resourceVersion string) ([]byte, error) {
 	opts := metav1.DeleteOptions{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
 		Preconditions: &metav1.Preconditions{ResourceVersion: &resourceVersion},
+		DryRun:        []string{metav1.DryRunAll},
 	}
 	if uid != "" {
 		id := types.UID(uid)

@@ -89,3 +89,24 @@ func TestObjectPath(t *testing.T) {
 		t.Error("apiVersion a/b/c was accepted")
 	}
 }
+
+// A dry-run DELETE says dryRun in its body: kube-apiserver takes a
+// DELETE's options from the body when there is one and ignores the
+// query's, so a body without it would delete the object for real.
+func TestDeleteBodyIsADryRun(t *testing.T) {
+	b, err := deleteBody("uid-1", "42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts metav1.DeleteOptions
+	if err := json.Unmarshal(b, &opts); err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.DryRun) != 1 || opts.DryRun[0] != metav1.DryRunAll {
+		t.Errorf("DeleteOptions %s: want dryRun [All]", b)
+	}
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != "uid-1" ||
+		opts.Preconditions.ResourceVersion == nil || *opts.Preconditions.ResourceVersion != "42" {
+		t.Errorf("DeleteOptions %s: want the uid and resourceVersion as preconditions", b)
+	}
+}
