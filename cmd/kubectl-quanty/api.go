@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -27,11 +28,21 @@ const (
 type historyAPI struct{ k *kubectl }
 
 func (h *historyAPI) read(ctx context.Context, resource string, req *historypb.Request, resp proto.Message) error {
+	return h.readWith(ctx, resource, req, nil, resp)
+}
+
+// readWith is read with more query parameters than the request (the
+// changes view's namespace, resource and exclude).
+func (h *historyAPI) readWith(ctx context.Context, resource string, req *historypb.Request, params url.Values, resp proto.Message) error {
 	b, err := proto.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encoding the request: %w", err)
 	}
-	out, err := h.k.getRaw(ctx, apiBase+"/"+resource+"?q="+base64.RawURLEncoding.EncodeToString(b))
+	query := "?q=" + base64.RawURLEncoding.EncodeToString(b)
+	if len(params) > 0 {
+		query += "&" + params.Encode()
+	}
+	out, err := h.k.getRaw(ctx, apiBase+"/"+resource+query)
 	if err != nil {
 		return explain(err)
 	}

@@ -46,7 +46,7 @@ func (c *command) failed() int {
 // version is set by make dist (-ldflags -X main.version=...).
 var version = "dev"
 
-var commands = []*command{logCmd, getCmd, diffCmd, restoreCmd, deletedCmd, undeleteCmd, blameCmd, revertCmd}
+var commands = []*command{logCmd, getCmd, diffCmd, restoreCmd, deletedCmd, undeleteCmd, blameCmd, revertCmd, changesCmd}
 
 // exitError carries an exit status other than 1, and a message or none.
 type exitError struct {

@@ -61,8 +61,15 @@ func canonical(m map[string]any) string {
 // changeManager is the field manager that turned prev into cur (prev nil
 // for a create), committed at unixMs; "" where managedFields do not say.
 func changeManager(prev, cur map[string]any, unixMs int64) string {
+	name, _ := changeManagerStamp(prev, cur, unixMs)
+	return name
+}
+
+// changeManagerStamp is changeManager, and the time its entry was stamped
+// with (RFC 3339, seconds).
+func changeManagerStamp(prev, cur map[string]any, unixMs int64) (string, string) {
 	if cur == nil {
-		return ""
+		return "", ""
 	}
 	before := map[string]fieldsEntry{}
 	for _, e := range managedEntries(prev) {
@@ -86,7 +93,7 @@ func changeManager(prev, cur map[string]any, unixMs int64) string {
 		moved = sameSecond
 	}
 	if len(moved) == 0 {
-		return ""
+		return "", ""
 	}
 	// The newest stamp made it; several with that stamp (a create by one
 	// request names one manager, but an object may be written with
@@ -99,5 +106,5 @@ func changeManager(prev, cur map[string]any, unixMs int64) string {
 		}
 	}
 	slices.Sort(names)
-	return strings.Join(names, ",")
+	return strings.Join(names, ","), newest
 }
