@@ -136,7 +136,7 @@ func explain(err error) error {
 		}
 		verb, resource, group, ns := m[1], m[2], m[3], m[4]
 		if group == apiagg.Group {
-			return fmt.Errorf("%w: RBAC does not let you %s %s.%s: reading history needs a role with list on logs and objects, restoring one with create on restores, in the API group %s (%s)",
+			return fmt.Errorf("%w: RBAC does not let you %s %s.%s: reading history needs a role with list on logs, objects and changes, restoring one with create on restores, in the API group %s (%s)",
 				errForbidden, verb, resource, group, apiagg.Group, msg)
 		}
 		what := resource
