@@ -177,15 +177,30 @@ type changeRow struct {
 
 // readChanges reads the query's window, page by page, as far as its
 // limit: the rows in the order asked, and the store's revision when the
-// first page was read (what --watch follows on from).
+// first page was read (what --watch follows on from). A window refused
+// whole as older than what is retained is asked again resource by
+// resource (changessplit.go).
 func (s *session) readChanges(ctx context.Context, q *changesQuery) ([]changeRow, int64, error) {
+	rows, header, err := s.readChangesWhole(ctx, q)
+	if errors.Is(err, errOutsideRetention) && len(q.params["resource"]) != 1 && oldestRetained.MatchString(err.Error()) &&
+		!strings.Contains(err.Error(), "end time") {
+		return s.readChangesSplit(ctx, q, err)
+	}
+	if err != nil {
+		return nil, 0, q.windowError(err)
+	}
+	return rows, header, nil
+}
+
+// readChangesWhole is readChanges in one request a page.
+func (s *session) readChangesWhole(ctx context.Context, q *changesQuery) ([]changeRow, int64, error) {
 	req := proto.CloneOf(q.req)
 	var rows []changeRow
 	var header int64
 	for range maxLogPages {
 		var resp historypb.LogResponse
 		if err := s.api.readWith(ctx, "changes", req, q.params, &resp); err != nil {
-			return nil, 0, q.windowError(err)
+			return nil, 0, err
 		}
 		if header == 0 {
 			header = resp.GetHeaderRevision()
@@ -211,6 +226,14 @@ func (s *session) readChanges(ctx context.Context, q *changesQuery) ([]changeRow
 func (q *changesQuery) windowError(err error) error {
 	if !errors.Is(err, errOutsideRetention) {
 		return err
+	}
+	m := oldestRetained.FindStringSubmatch(err.Error())
+	var floor time.Time
+	if m != nil {
+		floor, _ = time.Parse(time.RFC3339, m[2])
+	}
+	if strings.Contains(err.Error(), "end time") || q.req.EndUnixMs != 0 && !floor.IsZero() && q.req.EndUnixMs <= floor.UnixMilli() {
+		return fmt.Errorf("--since %s --until %s: the whole window is %w", q.since, q.until, err)
 	}
 	return fmt.Errorf("--since %s: the window's start is %w; a later --since (or one within --retain) lists what is kept", q.since, err)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 // changesScene writes, in shop: a Deployment created by kubectl and
@@ -177,5 +180,49 @@ func TestChangesWatch(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/new `, rev), out.String()) || strings.Count(out.String(), "TIME") != 1 {
 		t.Fatalf("changes --watch: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+}
+
+// A resource kept for less than the window (--retain-prefix) does not
+// hide the window of the others: the changes are asked resource by
+// resource, that one listed from its floor on, and named. A window older
+// than every rule is the error, naming the flag.
+func TestChangesShortRetention(t *testing.T) {
+	var ahead atomic.Int64 // how far the store's clock runs ahead of the plugin's
+	c := newClusterOn(t, mvcc.Options{
+		Now:            func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) },
+		RetainPrefixes: []mvcc.RetentionRule{{Prefix: []byte("/registry/configmaps/other/"), Retain: mvcc.MinRetain}},
+		PruneInterval:  time.Hour, // the test prunes
+	})
+	r := changesScene(t, c)
+	ahead.Store(int64(2 * time.Minute))
+	late := c.put("/registry/configmaps/other/late", encode(t, configMap("other", "late", "ul", nil)))
+	if _, err := c.store.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := c.run("", "changes", "-A")
+	if code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +deployment\.apps/web `, r["deploy created"]), out) ||
+		!hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/late `, late), out) || strings.Contains(out, fmt.Sprint(" ", r["cm created"], " ")) ||
+		!strings.Contains(errOut, "Warning: configmaps: QuantyKube keeps it for less than the window (--retain-prefix): listed from ") {
+		t.Errorf("changes -A with configmaps of other kept 75 s: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := c.run("", "changes"); code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/cfg `, r["cm created"]), out) || errOut != "" {
+		t.Errorf("changes -n shop, outside the short rule: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// Everything kept 75 s, two minutes on: the last hour is outside.
+	c = newClusterOn(t, mvcc.Options{Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }, Retain: mvcc.MinRetain, PruneInterval: time.Hour})
+	ahead.Store(0)
+	changesScene(t, c)
+	ahead.Store(int64(2 * time.Minute))
+	c.put("/registry/configmaps/other/late", encode(t, configMap("other", "late", "ul", nil)))
+	if _, err := c.store.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := c.run("", "changes", "--since", "1h"); code == 0 || !strings.Contains(errOut, "--since 1h: the window's start is outside the history QuantyKube retains") {
+		t.Errorf("changes --since 1h, all kept 75 s: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := c.run("", "changes", "--since", "1h", "--until", "30m"); code == 0 || !strings.Contains(errOut, "--since 1h --until 30m: the whole window is outside") || strings.Contains(errOut, "Warning") {
+		t.Errorf("changes --until 30m, all kept 75 s: exit %d\n%s", code, errOut)
 	}
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quantyroot/quantykube/pkg/timearg"
 )
@@ -106,5 +109,31 @@ func TestGetListErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("get %q: exit %d, want %q in\n%s", tc.args, code, tc.want, errOut)
 		}
+	}
+}
+
+// A CustomResourceDefinition stored as Kubernetes protobuf, as
+// kube-apiserver stores it: its printer columns are read without its Go
+// types.
+func TestCRDColumnsFromProtobuf(t *testing.T) {
+	str := func(b []byte, n protowire.Number, s string) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, n, protowire.BytesType), []byte(s))
+	}
+	msg := func(b []byte, n protowire.Number, m []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(b, n, protowire.BytesType), m)
+	}
+	col := str(str(str(nil, 1, "Size"), 2, "integer"), 6, ".spec.size")
+	wide := protowire.AppendVarint(protowire.AppendTag(str(str(nil, 1, "Color"), 6, ".spec.color"), 5, protowire.VarintType), 1)
+	version := msg(msg(str(nil, 1, "v1"), 6, col), 6, wide)
+	crd := msg(nil, 2, msg(str(nil, 1, "example.com"), 7, version))
+	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}, Raw: crd}
+	b, err := u.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := crdColumnsByVersion(append([]byte("k8s\x00"), b...))
+	want := map[string][]map[string]any{"v1": {{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}, {"name": "Color", "jsonPath": ".spec.color", "priority": int64(1)}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("columns = %v, want %v", got, want)
 	}
 }

@@ -1,19 +1,22 @@
 package main
 
-// Who made a change, from the object's managedFields: kube-apiserver's
-// field manager stamps the time of an entry (manager, operation,
-// subresource) whenever a request of that manager changed a field, or
-// applied (k8s.io/apimachinery's managedFieldsUpdater), and leaves the
-// others' times alone. So the entry whose time a change moved, or that the
-// change added, names the manager that made it. Where none moved (the same
-// manager wrote twice within one second: times have second precision), an
-// entry stamped in the change's own second is taken. Anything else is left
-// empty rather than guessed: a restore writes back the old managedFields
-// (its times move backwards), a delete carries none, an object written
-// without a field manager (by QuantyKube, by etcdctl) has none.
+// Who made a change, from the object's managedFields. An update gives the
+// fields it changed to its field manager alone, and an apply to its
+// manager (k8s.io/apimachinery's field manager, through
+// sigs.k8s.io/structured-merge-diff): so the entry that owns the fields a
+// change set, in the state after it, names the manager that made it. It
+// also stamps the time of that entry (to the second) whenever its request
+// changed a field, and leaves the others' times alone: where no changed
+// field can be looked up (a create, a change that only removed fields),
+// the entry whose time the change moved, or that it added, names it.
+// Anything else is left empty rather than guessed: a delete carries no
+// managedFields of its own, an object written without a field manager (by
+// QuantyKube, by etcdctl) has none, and a restore writes back the old
+// ones (the changes view tells restores apart: changescmd.go).
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,7 +26,8 @@ type fieldsEntry struct {
 	id     string // manager, operation and subresource
 	name   string // the manager, as printed
 	time   string
-	fields string
+	fields string         // canonical, to compare
+	set    map[string]any // fieldsV1, as its JSON reads
 }
 
 // managedEntries reads obj's metadata.managedFields.
@@ -40,7 +44,7 @@ func managedEntries(obj map[string]any) []fieldsEntry {
 		fields, _ := m["fieldsV1"].(map[string]any)
 		out = append(out, fieldsEntry{
 			id:   str("manager") + "\x00" + str("operation") + "\x00" + str("subresource"),
-			name: str("manager"), time: str("time"), fields: canonical(fields),
+			name: str("manager"), time: str("time"), fields: canonical(fields), set: fields,
 		})
 	}
 	return out
@@ -70,6 +74,11 @@ func changeManager(prev, cur map[string]any, unixMs int64) string {
 func changeManagerStamp(prev, cur map[string]any, unixMs int64) (string, string) {
 	if cur == nil {
 		return "", ""
+	}
+	if prev != nil {
+		if name, stamp, ok := ownerOfChange(prev, cur); ok {
+			return name, stamp
+		}
 	}
 	before := map[string]fieldsEntry{}
 	for _, e := range managedEntries(prev) {
@@ -107,4 +116,93 @@ func changeManagerStamp(prev, cur map[string]any, unixMs int64) (string, string)
 	}
 	slices.Sort(names)
 	return strings.Join(names, ","), newest
+}
+
+// ownerOfChange is the manager owning the most of the fields the change
+// from prev to cur set, and its stamp; false when no entry owns any.
+func ownerOfChange(prev, cur map[string]any) (string, string, bool) {
+	paths := changedFields(prev, cur)
+	best, bestStamp, bestCount := []string{}, "", 0
+	for _, e := range managedEntries(cur) {
+		n := 0
+		for _, p := range paths {
+			if owns(e.set, p) {
+				n++
+			}
+		}
+		switch {
+		case n == 0 || n < bestCount:
+		case n > bestCount:
+			best, bestStamp, bestCount = []string{e.name}, e.time, n
+		case !slices.Contains(best, e.name):
+			// Shared ownership (two appliers of the same value): the
+			// one stamped last made this change.
+			if e.time > bestStamp {
+				best, bestStamp = []string{e.name}, e.time
+			}
+		}
+	}
+	if bestCount == 0 {
+		return "", "", false
+	}
+	return best[0], bestStamp, true
+}
+
+// owns reports whether a fieldsV1 set holds path (as changedFields writes
+// paths), as far as its field keys ("f:name") go: a path into a list item
+// is owned where the list is, since fieldsV1 names items by key or value
+// ("k:{...}", "v:..."), not by index.
+func owns(set map[string]any, path string) bool {
+	node := set
+	for _, tok := range pathTokens(path) {
+		if tok.index {
+			return true
+		}
+		next, ok := node["f:"+tok.name].(map[string]any)
+		if !ok {
+			return false
+		}
+		node = next
+	}
+	return node != nil
+}
+
+type pathToken struct {
+	name  string
+	index bool
+}
+
+// pathTokens splits a path as child and walk write it (spec.a[0].b,
+// metadata.labels["app.kubernetes.io/name"]); nil where it does not parse.
+func pathTokens(p string) []pathToken {
+	var out []pathToken
+	for p != "" {
+		switch {
+		case p[0] == '.':
+			p = p[1:]
+		case strings.HasPrefix(p, "[\""):
+			q, err := strconv.QuotedPrefix(p[1:])
+			if err != nil || !strings.HasPrefix(p[1+len(q):], "]") {
+				return nil
+			}
+			name, _ := strconv.Unquote(q)
+			out = append(out, pathToken{name: name})
+			p = p[len(q)+2:]
+		case p[0] == '[':
+			end := strings.IndexByte(p, ']')
+			if end < 0 {
+				return nil
+			}
+			out = append(out, pathToken{index: true})
+			p = p[end+1:]
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			out = append(out, pathToken{name: p[:end]})
+			p = p[end:]
+		}
+	}
+	return out
 }

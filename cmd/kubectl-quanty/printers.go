@@ -265,23 +265,13 @@ func (s *session) crdColumns(ctx context.Context, res apiResource, at *historypb
 	if err != nil || kv == nil {
 		return nil
 	}
-	crd := decodeValue(kv.Value).Object
-	versions, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
 	var cols []column
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["name"] != res.Version {
+	for _, c := range crdColumnsByVersion(kv.Value)[res.Version] {
+		if num(c, "priority") > 0 && !wide {
 			continue
 		}
-		apc, _, _ := unstructured.NestedSlice(m, "additionalPrinterColumns")
-		for _, c := range apc {
-			cm, _ := c.(map[string]any)
-			if num(cm, "priority") > 0 && !wide {
-				continue
-			}
-			if col, ok := jsonPathColumn(cm); ok {
-				cols = append(cols, col)
-			}
+		if col, ok := jsonPathColumn(c); ok {
+			cols = append(cols, col)
 		}
 	}
 	return cols

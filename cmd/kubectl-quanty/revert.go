@@ -256,6 +256,9 @@ func (s *session) splitRevert(ctx context.Context, p *revertPlan, cands []revert
 		}
 		p.items = append(p.items, it)
 	}
+	slices.SortStableFunc(p.skipped, func(a, b skipped) int {
+		return cmp.Or(cmp.Compare(a.res.String(), b.res.String()), cmp.Compare(a.obj.Name, b.obj.Name))
+	})
 	step := func(it revertItem) int {
 		if it.action == "delete" {
 			return 100 - rank(it.res.Resource)
