@@ -127,6 +127,8 @@ func explain(err error) error {
 			apiService, apiService, msg)
 	case "Conflict":
 		return fmt.Errorf("%w: %s", errConflict, strings.TrimPrefix(msg, "quantykube: "))
+	case "Invalid":
+		return errors.New(msg)
 	case "Expired":
 		return fmt.Errorf("%w, or in the future: %s", errOutsideRetention, strings.TrimPrefix(msg, "quantykube: "))
 	case "Forbidden":

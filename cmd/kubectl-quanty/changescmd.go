@@ -353,7 +353,9 @@ func (s *session) watchChanges(ctx context.Context, q *changesQuery, from int64,
 			return nil
 		case <-time.After(watchInterval):
 		}
-		req := &historypb.Request{Key: q.req.Key, RangeEnd: q.req.RangeEnd, Revision: from + 1}
+		// From the revision already seen, not the one after it, which
+		// QuantyKube refuses as a future revision until it is written.
+		req := &historypb.Request{Key: q.req.Key, RangeEnd: q.req.RangeEnd, Revision: from}
 		rows, header, err := s.readChanges(ctx, &changesQuery{req: req, params: q.params, sel: q.sel, since: q.since})
 		if ctx.Err() != nil {
 			return nil
@@ -361,6 +363,7 @@ func (s *session) watchChanges(ctx context.Context, q *changesQuery, from int64,
 		if err != nil {
 			return err
 		}
+		rows = slices.DeleteFunc(rows, func(r changeRow) bool { return r.Revision <= from })
 		if err := p.print(rows, false); err != nil {
 			return err
 		}

@@ -1,9 +1,10 @@
 package main
 
-// A CustomResourceDefinition as kube-apiserver stores it: Kubernetes
-// protobuf, whose Go types (k8s.io/apiextensions-apiserver) this plugin
-// does not link, for one small read: the additionalPrinterColumns of each
-// version. The field numbers are apiextensions.k8s.io/v1's generated.proto
+// A CustomResourceDefinition as kube-apiserver stores it, for one small
+// read: the additionalPrinterColumns of each version. v1.37 stores them as
+// JSON (apiextensions.k8s.io/v1beta1); one stored as Kubernetes protobuf
+// (apiextensions.k8s.io/v1, whose Go types, k8s.io/apiextensions-apiserver,
+// this plugin does not link) is read field by field. The field numbers are apiextensions.k8s.io/v1's generated.proto
 // (CustomResourceDefinition.spec 2, Spec.versions 7, Version.name 1 and
 // additionalPrinterColumns 6, ColumnDefinition name 1, type 2, priority 5,
 // jsonPath 6), which protobuf compatibility keeps as they are.
@@ -54,19 +55,35 @@ func crdColumnsByVersion(b []byte) map[string][]map[string]any {
 }
 
 // crdColumnsOf reads the columns of a CustomResourceDefinition decoded
-// from JSON or CBOR.
+// from JSON or CBOR: kube-apiserver v1.37 stores them as
+// apiextensions.k8s.io/v1beta1 JSON, whose columns are the spec's for
+// every version unless a version has its own, and whose column names
+// its path JSONPath (v1: jsonPath, per version).
 func crdColumnsOf(obj map[string]any) map[string][]map[string]any {
 	spec, _ := obj["spec"].(map[string]any)
 	versions, _ := spec["versions"].([]any)
+	columns := func(m map[string]any) ([]map[string]any, bool) {
+		list, ok := m["additionalPrinterColumns"].([]any)
+		var out []map[string]any
+		for _, c := range list {
+			if cm, ok := c.(map[string]any); ok {
+				if p, ok := cm["JSONPath"]; ok {
+					cm["jsonPath"] = p
+				}
+				out = append(out, cm)
+			}
+		}
+		return out, ok
+	}
+	shared, _ := columns(spec)
 	out := map[string][]map[string]any{}
 	for _, v := range versions {
 		m, _ := v.(map[string]any)
 		name, _ := m["name"].(string)
-		cols, _ := m["additionalPrinterColumns"].([]any)
-		for _, c := range cols {
-			if cm, ok := c.(map[string]any); ok {
-				out[name] = append(out[name], cm)
-			}
+		if own, ok := columns(m); ok {
+			out[name] = own
+		} else {
+			out[name] = shared
 		}
 	}
 	return out

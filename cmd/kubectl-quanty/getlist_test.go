@@ -137,3 +137,15 @@ func TestCRDColumnsFromProtobuf(t *testing.T) {
 		t.Errorf("columns = %v, want %v", got, want)
 	}
 }
+
+// A CustomResourceDefinition as kube-apiserver v1.37 stores it:
+// apiextensions.k8s.io/v1beta1 JSON, the columns on the spec.
+func TestCRDColumnsV1beta1(t *testing.T) {
+	stored := `{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"CustomResourceDefinition","metadata":{"name":"sprockets.e2e.quantykube.io"},` +
+		`"spec":{"additionalPrinterColumns":[{"JSONPath":".spec.size","name":"Size","type":"integer"}],"versions":[{"name":"v1"},` +
+		`{"name":"v2","additionalPrinterColumns":[{"JSONPath":".spec.color","name":"Color","type":"string"}]}]}}`
+	got := crdColumnsByVersion([]byte(stored))
+	if len(got["v1"]) != 1 || got["v1"][0]["jsonPath"] != ".spec.size" || len(got["v2"]) != 1 || got["v2"][0]["name"] != "Color" {
+		t.Errorf("columns = %v", got)
+	}
+}
