@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -177,15 +178,10 @@ type changeRow struct {
 
 // readChanges reads the query's window, page by page, as far as its
 // limit: the rows in the order asked, and the store's revision when the
-// first page was read (what --watch follows on from). A window refused
-// whole as older than what is retained is asked again resource by
-// resource (changessplit.go).
+// first page was read (what --watch follows on from). A prefix kept for
+// less than the window is gone around (changessplit.go).
 func (s *session) readChanges(ctx context.Context, q *changesQuery) ([]changeRow, int64, error) {
-	rows, header, err := s.readChangesWhole(ctx, q)
-	if errors.Is(err, errOutsideRetention) && len(q.params["resource"]) != 1 && oldestRetained.MatchString(err.Error()) &&
-		!strings.Contains(err.Error(), "end time") {
-		return s.readChangesSplit(ctx, q, err)
-	}
+	rows, header, err := s.readChangesAround(ctx, q)
 	if err != nil {
 		return nil, 0, q.windowError(err)
 	}
@@ -220,6 +216,10 @@ func (s *session) readChangesWhole(ctx context.Context, q *changesQuery) ([]chan
 	}
 	return nil, 0, fmt.Errorf("the changes did not end after %d pages: narrow the window (--since, --until) or the types", maxLogPages)
 }
+
+// oldestRetained reads the floor from QuantyKube's answer to a request
+// older than it (pkg/mvcc's OutOfRangeError).
+var oldestRetained = regexp.MustCompile(`oldest retained revision (\d+) \(([^)]*)\)`)
 
 // windowError says which end of the window is outside what QuantyKube
 // retains.

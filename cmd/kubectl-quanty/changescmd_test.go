@@ -183,10 +183,10 @@ func TestChangesWatch(t *testing.T) {
 	}
 }
 
-// A resource kept for less than the window (--retain-prefix) does not
-// hide the window of the others: the changes are asked resource by
-// resource, that one listed from its floor on, and named. A window older
-// than every rule is the error, naming the flag.
+// Keys kept for less than the window (--retain-prefix) do not hide the
+// window of the others: the listing goes around their prefix, lists them
+// from their floor on, and names them. A window older than what every
+// key is kept for is the error, naming the flag.
 func TestChangesShortRetention(t *testing.T) {
 	var ahead atomic.Int64 // how far the store's clock runs ahead of the plugin's
 	c := newClusterOn(t, mvcc.Options{
@@ -200,11 +200,13 @@ func TestChangesShortRetention(t *testing.T) {
 	if _, err := c.store.Prune(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := c.run("", "changes", "-A")
-	if code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +deployment\.apps/web `, r["deploy created"]), out) ||
-		!hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/late `, late), out) || strings.Contains(out, fmt.Sprint(" ", r["cm created"], " ")) ||
-		!strings.Contains(errOut, "Warning: configmaps: QuantyKube keeps it for less than the window (--retain-prefix): listed from ") {
-		t.Errorf("changes -A with configmaps of other kept 75 s: exit %d\n%s\n%s", code, out, errOut)
+	for _, args := range [][]string{{"changes", "-A"}, {"changes", "-A", "configmaps"}} {
+		code, out, errOut := c.run("", args...)
+		if code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/cfg +shop `, r["cm created"]), out) ||
+			!hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/late +other `, late), out) || strings.Contains(out, fmt.Sprint(" ", r["other"], " ")) ||
+			!strings.Contains(errOut, "Warning: QuantyKube keeps the keys under /registry/configmaps/other/ for less than the window (--retain-prefix): their changes are listed from ") {
+			t.Errorf("%q with configmaps of other kept 75 s: exit %d\n%s\n%s", args, code, out, errOut)
+		}
 	}
 	if code, out, errOut := c.run("", "changes"); code != 0 || !hasLine(fmt.Sprintf(`(?m)^\S+ +%d +created +configmap/cfg `, r["cm created"]), out) || errOut != "" {
 		t.Errorf("changes -n shop, outside the short rule: exit %d\n%s\n%s", code, out, errOut)

@@ -1,95 +1,74 @@
 package main
 
-// The changes window read one resource at a time, when QuantyKube refuses
-// it whole. A Log over a range answers from the highest retention floor
-// among the rules its keys fall under (pkg/mvcc rangeFloor), and the
-// whole store's range falls under every rule: with its default
-// --retain-prefix (leases, ten minutes), any window older than ten
-// minutes is refused for the range, though every other resource holds
-// it. A request naming one resource (in one namespace, if given) reads
-// that resource's range alone (pkg/apiagg narrowToScope), under its own
-// rule: so the plugin asks again resource by resource, and merges. A
-// resource whose own rule is shorter than the window is listed from its
-// floor on, and named; when every one is, the window itself is outside
-// the retention, and that is the error.
+// The changes window past a key prefix kept for less. Retention rules
+// differ by prefix (--retain-prefix: leases keep ten minutes, and an
+// operator may keep a namespace's ConfigMaps for less), and QuantyKube
+// refuses a window that would list a key below its own rule's floor,
+// naming the prefix and its floor (docs/HISTORY.md): listing it as if
+// complete would hide changes it no longer holds. The plugin then does
+// what the answer asks: it reads the window around that prefix, and the
+// prefix itself from its floor on, and names it. Only a window older
+// than what every key is kept for is the error.
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 )
 
-// oldestRetained reads the floor from QuantyKube's answer to a request
-// older than it (pkg/mvcc's OutOfRangeError).
-var oldestRetained = regexp.MustCompile(`oldest retained revision (\d+) \(([^)]*)\)`)
+// shortRule reads the prefix and floor from QuantyKube's refusal of a
+// window that reaches below a key's rule (pkg/mvcc's OutOfRangeError).
+var shortRule = regexp.MustCompile(`oldest retained revision (\d+) \(([^)]*)\) of the keys under ("(?:[^"\\]|\\.)*")`)
 
-// splitResult is one resource's part of the window.
-type splitResult struct {
-	rows   []changeRow
-	header int64
-	floor  string // set when listed from its floor on, not the window's start
-	err    error
+// maxHoles bounds the prefixes a listing goes around: each costs a
+// request of its own, and an operator's rules are a handful.
+const maxHoles = 16
+
+// keySpan is a part of the listing's range, read from its window's start,
+// or from a short rule's floor (from > 0).
+type keySpan struct {
+	key, end []byte
+	from     int64
 }
 
-// readChangesSplit reads q resource by resource and merges the rows in
-// the order asked, up to q's limit.
-func (s *session) readChangesSplit(ctx context.Context, q *changesQuery, whole error) ([]changeRow, int64, error) {
-	names := q.params["resource"]
-	if len(names) == 0 {
-		all, err := s.disc.all(ctx)
-		if err != nil {
-			return nil, 0, err
-		}
-		seen := map[string]bool{}
-		for _, r := range all {
-			n := r.Resource.String()
-			if seen[n] || slices.Contains(unlessNamed, n) || !r.Namespaced && q.params.Get("namespace") != "" {
-				continue
-			}
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	results := make([]splitResult, len(names))
-	sem := make(chan struct{}, discoveryParallelism)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i] = s.readResourceChanges(ctx, q, name)
-		}()
-	}
-	wg.Wait()
+// readChangesAround reads q's window span by span, going around each
+// prefix QuantyKube names as kept for less than the window.
+func (s *session) readChangesAround(ctx context.Context, q *changesQuery) ([]changeRow, int64, error) {
+	spans := []keySpan{{key: q.req.Key, end: q.req.RangeEnd}}
 	var rows []changeRow
 	var header int64
 	var warnings []string
-	outside := 0
-	for i, r := range results {
-		switch {
-		case errors.Is(r.err, errForbidden):
-			continue // a resource the caller may not list is left out, as the view leaves it
-		case r.err != nil:
-			return nil, 0, r.err
-		case r.floor != "":
-			outside++
-			warnings = append(warnings, fmt.Sprintf("Warning: %s: QuantyKube keeps it for less than the window (--retain-prefix): listed from %s on.\n", names[i], r.floor))
+	for i := 0; i < len(spans); i++ {
+		sp := spans[i]
+		one := *q
+		one.req = proto.CloneOf(q.req)
+		one.req.Key, one.req.RangeEnd = sp.key, sp.end
+		if sp.from > 0 {
+			one.req.Revision, one.req.UnixMs = sp.from, 0
 		}
-		rows = append(rows, r.rows...)
-		header = max(header, r.header)
-	}
-	if outside == len(names) {
-		return nil, 0, q.windowError(whole)
+		got, h, err := s.readChangesWhole(ctx, &one)
+		if m := shortRule.FindStringSubmatch(errString(err)); errors.Is(err, errOutsideRetention) && m != nil && sp.from == 0 && len(spans) < maxHoles {
+			prefix, perr := strconv.Unquote(m[3])
+			floor, ferr := strconv.ParseInt(m[1], 10, 64)
+			if perr == nil && ferr == nil && prefix != "" {
+				spans = append(spans, around(sp, []byte(prefix), floor)...)
+				warnings = append(warnings, fmt.Sprintf("Warning: QuantyKube keeps the keys under %s for less than the window (--retain-prefix): their changes are listed from %s (revision %d) on.\n",
+					prefix, m[2], floor))
+				continue
+			}
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		rows = append(rows, got...)
+		header = max(header, h)
 	}
 	for _, w := range warnings {
 		fmt.Fprint(s.errOut, w)
@@ -106,27 +85,51 @@ func (s *session) readChangesSplit(ctx context.Context, q *changesQuery, whole e
 	return rows, header, nil
 }
 
-// readResourceChanges reads the window of one resource; one whose rule
-// keeps less than the window, from its floor on.
-func (s *session) readResourceChanges(ctx context.Context, q *changesQuery, name string) splitResult {
-	one := &changesQuery{req: proto.CloneOf(q.req), params: url.Values{}, sel: q.sel, limit: q.limit, since: q.since, until: q.until}
-	if ns := q.params.Get("namespace"); ns != "" {
-		one.params.Set("namespace", ns)
+// around splits span sp at prefix: the parts before and after it, from
+// the window's start, and the prefix's own part, from floor on.
+func around(sp keySpan, prefix []byte, floor int64) []keySpan {
+	pend := prefixEnd(prefix)
+	var out []keySpan
+	add := func(k, e []byte, from int64) {
+		if bytes.Compare(k, e) < 0 {
+			out = append(out, keySpan{key: k, end: e, from: from})
+		}
 	}
-	one.params.Set("resource", name)
-	rows, header, err := s.readChangesWhole(ctx, one)
-	if !errors.Is(err, errOutsideRetention) {
-		return splitResult{rows: rows, header: header, err: err}
+	add(sp.key, minBytes(prefix, sp.end), 0)
+	add(maxBytes(pend, sp.key), sp.end, 0)
+	add(maxBytes(prefix, sp.key), minBytes(pend, sp.end), floor)
+	return out
+}
+
+// prefixEnd is the first key after every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
 	}
-	m := oldestRetained.FindStringSubmatch(err.Error())
-	if m == nil {
-		return splitResult{err: err}
+	return []byte{0}
+}
+
+func minBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) < 0 {
+		return a
 	}
-	floor, _ := strconv.ParseInt(m[1], 10, 64)
-	one.req.UnixMs, one.req.Revision = 0, floor
-	rows, header, err = s.readChangesWhole(ctx, one)
-	if errors.Is(err, errOutsideRetention) {
-		err = nil // its window is past --until: nothing of it to list
+	return b
+}
+
+func maxBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) > 0 {
+		return a
 	}
-	return splitResult{rows: rows, header: header, err: err, floor: fmt.Sprintf("%s (revision %d)", m[2], floor)}
+	return b
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
