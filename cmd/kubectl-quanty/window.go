@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// selectorFlag parses -l as kubectl does (k8s.io/apimachinery's labels
+// parseSelector parses -l as kubectl does (k8s.io/apimachinery's labels
 // syntax): nil without one.
 func parseSelector(s string) (labels.Selector, error) {
 	if s == "" {
@@ -46,13 +46,14 @@ func selects(sel labels.Selector, obj map[string]any) bool {
 // takes it too) that must not be in the future: history has nothing
 // there, and a sign typed the wrong way round (+1h) is a mistake.
 func (s *session) pastTime(flag, v string) (int64, error) {
-	ms, err := parseSince(flag, v, s.now())
+	now := s.now()
+	ms, err := parseSince(flag, v, now)
 	if err != nil {
 		return 0, err
 	}
-	if ms > s.now().UnixMilli() {
+	if ms > now.UnixMilli() {
 		return 0, fmt.Errorf("--%s %s is %s in the future: history ends now", flag, v,
-			time.Duration(ms-s.now().UnixMilli())*time.Millisecond)
+			(time.Duration(ms-now.UnixMilli()) * time.Millisecond).Round(time.Second))
 	}
 	return ms, nil
 }
