@@ -22,7 +22,7 @@ import (
 func managed(manager string, op metav1.ManagedFieldsOperationType, t time.Time, fields string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: op, APIVersion: "v1", Time: &metav1.Time{Time: t.Truncate(time.Second)},
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields),
 	}
 }
 

@@ -141,9 +141,8 @@ func runIncident(t *testing.T, c *Cluster) *timeline {
 	}
 	core := c.Kube.CoreV1()
 	bot := metav1.UpdateOptions{FieldManager: botManager}
-	frozen, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen"}, Immutable: ptr.To(true),
-		Data: map[string]string{"v": "1"}}, metav1.CreateOptions{FieldManager: botManager})
-	if err != nil {
+	if _, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen"}, Immutable: ptr.To(true),
+		Data: map[string]string{"v": "1"}}, metav1.CreateOptions{FieldManager: botManager}); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := core.Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
@@ -197,8 +196,9 @@ func runIncident(t *testing.T, c *Cluster) *timeline {
 	if err := core.ConfigMaps(ns).Delete(ctx, "frozen", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if frozen, err = core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen"}, Immutable: ptr.To(true),
-		Data: map[string]string{"v": "2"}}, metav1.CreateOptions{FieldManager: botManager}); err != nil {
+	frozen, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen"}, Immutable: ptr.To(true),
+		Data: map[string]string{"v": "2"}}, metav1.CreateOptions{FieldManager: botManager})
+	if err != nil {
 		t.Fatal(err)
 	}
 	write(frozen.ResourceVersion, "configmap/frozen", "created "+botManager)
