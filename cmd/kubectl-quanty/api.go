@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -27,11 +28,21 @@ const (
 type historyAPI struct{ k *kubectl }
 
 func (h *historyAPI) read(ctx context.Context, resource string, req *historypb.Request, resp proto.Message) error {
+	return h.readWith(ctx, resource, req, nil, resp)
+}
+
+// readWith is read with more query parameters than the request (the
+// changes view's namespace, resource and exclude).
+func (h *historyAPI) readWith(ctx context.Context, resource string, req *historypb.Request, params url.Values, resp proto.Message) error {
 	b, err := proto.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encoding the request: %w", err)
 	}
-	out, err := h.k.getRaw(ctx, apiBase+"/"+resource+"?q="+base64.RawURLEncoding.EncodeToString(b))
+	query := "?q=" + base64.RawURLEncoding.EncodeToString(b)
+	if len(params) > 0 {
+		query += "&" + params.Encode()
+	}
+	out, err := h.k.getRaw(ctx, apiBase+"/"+resource+query)
 	if err != nil {
 		return explain(err)
 	}
@@ -116,6 +127,8 @@ func explain(err error) error {
 			apiService, apiService, msg)
 	case "Conflict":
 		return fmt.Errorf("%w: %s", errConflict, strings.TrimPrefix(msg, "quantykube: "))
+	case "Invalid":
+		return errors.New(msg)
 	case "Expired":
 		return fmt.Errorf("%w, or in the future: %s", errOutsideRetention, strings.TrimPrefix(msg, "quantykube: "))
 	case "Forbidden":
@@ -125,7 +138,7 @@ func explain(err error) error {
 		}
 		verb, resource, group, ns := m[1], m[2], m[3], m[4]
 		if group == apiagg.Group {
-			return fmt.Errorf("%w: RBAC does not let you %s %s.%s: reading history needs a role with list on logs and objects, restoring one with create on restores, in the API group %s (%s)",
+			return fmt.Errorf("%w: RBAC does not let you %s %s.%s: reading history needs a role with list on logs, objects and changes, restoring one with create on restores, in the API group %s (%s)",
 				errForbidden, verb, resource, group, apiagg.Group, msg)
 		}
 		what := resource

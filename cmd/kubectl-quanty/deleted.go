@@ -125,6 +125,12 @@ func (s *session) scopes(ctx context.Context, args []string, all bool, ns string
 			}
 		}
 	}
+	return s.scopesOf(rs, ns), nil
+}
+
+// scopesOf are the scopes of resources rs in namespace ns (every
+// namespace when empty), each storage prefix once.
+func (s *session) scopesOf(rs []apiResource, ns string) []scope {
 	var scopes []scope
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -139,7 +145,7 @@ func (s *session) scopes(ctx context.Context, args []string, all bool, ns string
 		seen[p] = true
 		scopes = append(scopes, sc)
 	}
-	return scopes, nil
+	return scopes
 }
 
 func (sc scope) prefix(tab *storagekey.Table) (string, error) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,12 +14,23 @@ import (
 
 var getCmd = &command{
 	name:  "get",
-	usage: "TYPE/NAME (--rev N | --at TIME) [-n NS] [-o yaml|json|name] [--show-secrets]",
-	short: "Show an object as it was at a revision or a time",
+	usage: "(TYPE/NAME | TYPE [-A] [-l SELECTOR]) (--rev N | --at TIME) [-n NS] [-o wide|yaml|json|name] [--show-secrets]",
+	short: "Show an object, or every object of a type, as it was at a revision or a time",
 	long: `Prints the object as it was at revision N, or at TIME (the newest revision
 committed then), as kubectl get -o yaml prints it: metadata.resourceVersion
 is the revision, managedFields are left out unless asked for. A value
 encrypted at rest is never printed: only kube-apiserver can decrypt it.
+
+With a TYPE alone, it lists the objects of that type that existed then,
+in the namespace (every namespace with -A), in kubectl get's columns for
+the type where they can be computed from the stored object: NAME, the
+type's own columns (a Pod's READY, STATUS and RESTARTS, a Deployment's
+READY, UP-TO-DATE and AVAILABLE, a custom resource's
+additionalPrinterColumns from its CustomResourceDefinition as it was
+then), AGE (as old as each was then; with --rev, now), and NOW: same,
+changed since, deleted since, or replaced (another object of that name
+now). -l matches the labels they had then; -o yaml and -o json print
+them as a List.
 
 A Secret's values (data, stringData, and those in kubectl apply's
 last-applied-configuration annotation) are printed as "***", in -o yaml
@@ -33,6 +46,9 @@ prints them, for a script that needs them.
 
   # As it was at a given time
   kubectl quanty get cm/web --at 2026-05-01T12:00:00Z
+
+  # The Pods that were running an hour ago, and which are gone since
+  kubectl quanty get pods -n shop --at -1h
 `,
 	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {
 		key := keyFlag(fs)
@@ -40,8 +56,23 @@ prints them, for a script that needs them.
 		at.register(fs, "to show")
 		managed := fs.Bool("show-managed-fields", false, "keep metadata.managedFields (as kubectl get)")
 		showSecrets := showSecretsFlag(fs, "in every output format")
-		out := outputFlag(fs, "yaml", "json", "name")
+		all := fs.BoolP("all-namespaces", "A", false, "with TYPE alone: every namespace")
+		selector := fs.StringP("selector", "l", "", "with TYPE alone: only objects whose labels matched (as kubectl -l) then")
+		// -o's default is the form's: YAML for one object, the table for
+		// a type.
+		out := &output{formats: []string{"", "yaml", "json", "name", "wide"}}
+		fs.StringVarP(&out.format, "output", "o", "", "output format: yaml, json, name (default yaml); for a TYPE alone, wide too (default a table)")
 		return func(ctx context.Context, s *session, args []string) error {
+			if *key == "" && len(args) == 1 && !strings.Contains(args[0], "/") {
+				o := listOpts{all: *all, selector: *selector, format: out.format, managed: *managed, showSecrets: *showSecrets}
+				return s.getList(ctx, args[0], &at, o)
+			}
+			if *all || *selector != "" || out.format == "wide" {
+				return errors.New("-A, -l and -o wide list a type: kubectl quanty get TYPE (without a name)")
+			}
+			if out.format == "" {
+				out.format = "yaml"
+			}
 			t, rev, kv, err := s.stateAt(ctx, args, *key, &at, out)
 			if err != nil {
 				return err

@@ -98,7 +98,10 @@ func (e *kubectlError) Error() string {
 	return fmt.Sprintf("kubectl %s: %s", strings.Join(e.args, " "), e.stderr)
 }
 
-var serverError = regexp.MustCompile(`(?m)^Error from server(?: \(([A-Za-z]+)\))?: (.*)$`)
+var (
+	serverError = regexp.MustCompile(`(?m)^Error from server(?: \(([A-Za-z]+)\))?: (.*)$`)
+	invalid     = regexp.MustCompile(`^The \S+ "[^"]*" is invalid: `)
+)
 
 func newKubectlError(args []string, stderr string, runErr error) *kubectlError {
 	stderr = strings.TrimSpace(stderr)
@@ -108,6 +111,9 @@ func newKubectlError(args []string, stderr string, runErr error) *kubectlError {
 	e := &kubectlError{args: args, stderr: stderr}
 	if m := serverError.FindStringSubmatch(stderr); m != nil {
 		e.reason, e.message = m[1], m[2]
+	} else if invalid.MatchString(stderr) {
+		// kubectl prints a 422 (Invalid) as its message alone.
+		e.reason, e.message = "Invalid", stderr
 	}
 	// An answer whose Content-Type does not say JSON (a proxy between
 	// kubectl and the API server dropped it) is printed whole.

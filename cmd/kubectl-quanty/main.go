@@ -1,7 +1,7 @@
 // Command kubectl-quanty is the kubectl plugin for QuantyKube's history:
-// `kubectl quanty log|get|diff|restore|deleted|undelete`. It reaches the
-// aggregated API quanty.quantyroot.io/v1alpha1 (pkg/apiagg) only through
-// kubectl, so it needs nothing but what kubectl already uses.
+// `kubectl quanty log|get|diff|restore|deleted|undelete|changes|blame|revert`.
+// It reaches the aggregated API quanty.quantyroot.io/v1alpha1 (pkg/apiagg)
+// only through kubectl, so it needs nothing but what kubectl already uses.
 package main
 
 import (
@@ -46,7 +46,7 @@ func (c *command) failed() int {
 // version is set by make dist (-ldflags -X main.version=...).
 var version = "dev"
 
-var commands = []*command{logCmd, getCmd, diffCmd, restoreCmd, deletedCmd, undeleteCmd}
+var commands = []*command{logCmd, getCmd, diffCmd, restoreCmd, deletedCmd, undeleteCmd, blameCmd, revertCmd, changesCmd}
 
 // exitError carries an exit status other than 1, and a message or none.
 type exitError struct {

@@ -37,6 +37,7 @@ var pluginChecks = []Check{
 	{"plugin-configmap", checkPluginConfigMap},
 	{"plugin-undelete-namespace", checkPluginUndeleteNamespace},
 	{"plugin-deleted-deployment", checkPluginDeletedDeployment},
+	{"plugin-timeline", checkPluginTimeline},
 	{"plugin-refused", checkPluginRefused},
 }
 
@@ -67,7 +68,8 @@ const (
 	docRestoreDeploy  = "kubectl quanty restore deployment/web -n shop --rev 2198"
 )
 
-var docCommands = []string{docLog, docDiff, docGetRev, docRestore, docDeletedAll, docUndeleteDryRun, docUndelete, docGetAll, docDeleted, docRestoreDeploy}
+var docCommands = []string{docLog, docDiff, docGetRev, docRestore, docDeletedAll, docUndeleteDryRun, docUndelete, docGetAll, docDeleted, docRestoreDeploy,
+	docChanges3am, docBlame, docGetPodsAt, docRevertPlan, docRevert}
 
 // docBlock is one fenced code block of the walk-through.
 type docBlock struct {
@@ -260,7 +262,7 @@ func checkPluginInstall(t *testing.T, c *Cluster) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "undelete") {
 		t.Errorf("kubectl quanty --help:\n%s", r)
 	}
-	for _, cmd := range []string{"log", "get", "diff", "restore", "deleted", "undelete"} {
+	for _, cmd := range []string{"log", "get", "diff", "restore", "deleted", "undelete", "changes", "blame", "revert"} {
 		r := c.Shell(t, "", "", "quanty", cmd, "--help")
 		if r.Code != 0 || !strings.Contains(r.Stdout, "Examples:\n") || !strings.Contains(r.Stdout, "  kubectl quanty "+cmd+" ") {
 			t.Errorf("kubectl quanty %s --help shows no examples of it:\n%s", cmd, r)
