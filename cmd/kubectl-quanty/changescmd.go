@@ -273,7 +273,7 @@ func (s *session) changeRows(ctx context.Context, entries []*historypb.LogEntry,
 		if r.Action == "updated" {
 			r.Changes, r.Note = changesOf(e.GetPrevKv(), e.GetKv())
 		}
-		if mayBeRestore(r, cur, stamp) {
+		if mayBeRestore(r, cur, stamp) || impossibleUpdate(r, prev, cur) {
 			suspects = append(suspects, len(rows))
 		}
 		rows = append(rows, r)
@@ -305,6 +305,35 @@ func mayBeRestore(r changeRow, cur map[string]any, stamp string) bool {
 	meta, _ := cur["metadata"].(map[string]any)
 	created, _ := meta["creationTimestamp"].(string)
 	return r.Manager == "" || old(stamp) || r.Action == "created" && old(created)
+}
+
+// impossibleUpdate says whether an update changed what kube-apiserver
+// never changes on an update, as only a restore writes it: the object's
+// uid or creationTimestamp (a restore over an object made again since),
+// or a managedFields entry's time moved back. It tells a restore however
+// soon after the state it restores it comes, where mayBeRestore's clock
+// cannot.
+func impossibleUpdate(r changeRow, prev, cur map[string]any) bool {
+	if r.Action != "updated" || prev == nil || cur == nil {
+		return false
+	}
+	pm, _ := prev["metadata"].(map[string]any)
+	cm, _ := cur["metadata"].(map[string]any)
+	for _, f := range []string{"uid", "creationTimestamp"} {
+		if fmt.Sprint(pm[f]) != fmt.Sprint(cm[f]) {
+			return true
+		}
+	}
+	before := map[string]string{}
+	for _, e := range managedEntries(prev) {
+		before[e.id] = e.time
+	}
+	for _, e := range managedEntries(cur) {
+		if t, ok := before[e.id]; ok && e.time < t {
+			return true
+		}
+	}
+	return false
 }
 
 // tellRestores reads the log of each suspect's key up to its change and
