@@ -142,7 +142,10 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 		}
 		rowsOK = strings.Join(parts, " AND ")
 	}
-	s.add(check+", @qk_ok = (@qk_meta AND "+rowsOK+")", args...)
+	// Two statements: one SET's assignments all read the variables as
+	// they were before it.
+	s.add(check, args[:3]...)
+	s.add("SET @qk_ok = (@qk_meta AND "+rowsOK+")", args[3:]...)
 	s.add(assumptionGuard)
 	if w != nil {
 		d.addWrites(&s, w)
