@@ -343,6 +343,27 @@ func DropDatabase(ctx context.Context, adminDSN, dsn string) error {
 	return err
 }
 
+// Connect opens a plain connection pool (multi-statements allowed) to the
+// database of a mysql://user:password@host:port/db URL, such as
+// CreateDatabase's: a test's own look at the database.
+func Connect(dsn string) (*sql.DB, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" {
+		return nil, fmt.Errorf("mytest: %q is not a mysql://user:password@host:port/db URL", dsn)
+	}
+	cfg := mysql.NewConfig()
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.Net, cfg.Addr = "tcp", u.Host
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	cfg.MultiStatements = true
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mytest: %w", err)
+	}
+	return sql.OpenDB(c), nil
+}
+
 // admin connects to the server of a mysql://user:pass@host:port/ URL.
 func admin(adminDSN string) (*sql.DB, *url.URL, error) {
 	u, err := url.Parse(adminDSN)

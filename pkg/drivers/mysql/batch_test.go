@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/mysql"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/test/framework"
+	"github.com/quantyroot/quantykube/test/mytest"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
@@ -55,10 +55,7 @@ func openReplica(t *testing.T, dsn string) *mvcc.Store {
 // sqlDB is the test's own connection to dsn (a mysql:// URL).
 func sqlDB(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
-	rest := strings.TrimPrefix(dsn, "mysql://")
-	user, hostDB, _ := strings.Cut(rest, "@")
-	host, db, _ := strings.Cut(hostDB, "/")
-	conn, err := sql.Open("mysql", user+"@tcp("+host+")/"+db+"?multiStatements=true")
+	conn, err := mytest.Connect(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
