@@ -364,6 +364,27 @@ func Connect(dsn string) (*sql.DB, error) {
 	return sql.OpenDB(c), nil
 }
 
+// KineDSN is a mysql://user:password@host:port/db URL in kine's own
+// form, mysql://user:password@tcp(host:port)/db, which kine reads.
+func KineDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	return "mysql://" + u.User.String() + "@tcp(" + u.Host + ")" + u.Path
+}
+
+// URLOfKineDSN is KineDSN's inverse.
+func URLOfKineDSN(dsn string) string {
+	rest, ok := strings.CutPrefix(dsn, "mysql://")
+	user, addr, found := strings.Cut(rest, "@tcp(")
+	if !ok || !found {
+		return dsn
+	}
+	host, path, _ := strings.Cut(addr, ")")
+	return "mysql://" + user + "@" + host + path
+}
+
 // admin connects to the server of a mysql://user:pass@host:port/ URL.
 func admin(adminDSN string) (*sql.DB, *url.URL, error) {
 	u, err := url.Parse(adminDSN)

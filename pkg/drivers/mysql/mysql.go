@@ -329,3 +329,32 @@ var (
 	_ mvcc.Dialect = (*Dialect)(nil)
 	_ mvcc.Shared  = (*Dialect)(nil)
 )
+
+// Where names the server and database without credentials.
+func (d *Dialect) Where() string { return d.where() }
+
+// OpenSource opens the database of the endpoint dsn for reading another
+// program's tables (kine's, which an import reads): one connection, a
+// read-only session, and a database that does not exist is an error
+// rather than made.
+func OpenSource(ctx context.Context, dsn string, t qtls.Config) (*sql.DB, string, error) {
+	d, err := New(dsn, Options{TLS: t})
+	if err != nil {
+		return nil, "", err
+	}
+	exists, err := d.detect(ctx, false)
+	if err != nil {
+		return nil, "", err
+	}
+	if !exists {
+		return nil, "", fmt.Errorf("mysql: %s: no such database", d.where())
+	}
+	c, err := d.connector(d.cfg, false)
+	if err != nil {
+		return nil, "", err
+	}
+	c.setup = append(c.setup, `SET SESSION TRANSACTION READ ONLY`)
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(1)
+	return db, d.where(), nil
+}
