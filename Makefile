@@ -12,7 +12,7 @@ TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos fuzz
+.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos fuzz
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -58,10 +58,11 @@ lint:
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
 # cluster unless QUANTY_TEST_POSTGRES_DSN names a server), directly and
-# through PgBouncer in transaction mode; and QuantyKube
+# through PgBouncer in transaction mode; on MariaDB (a throwaway server
+# unless QUANTY_TEST_MYSQL_DSN names one); and QuantyKube
 # embedded through pkg/endpoint as k3s embeds kine, serving kube-apiserver's
 # storage layer (test/conformance/k3sembed).
-conformance: conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed
+conformance: conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed
 
 conformance-sqlite:
 	QUANTYKUBE_CONFORMANCE_BACKEND=quantykube bash scripts/conformance.sh
@@ -72,6 +73,9 @@ conformance-postgres:
 # The same suite through PgBouncer in transaction mode (docs/adr/026).
 conformance-pgbouncer:
 	QUANTYKUBE_CONFORMANCE_BACKEND=pgbouncer bash scripts/conformance.sh
+
+conformance-mysql:
+	QUANTYKUBE_CONFORMANCE_BACKEND=mysql bash scripts/conformance.sh
 
 conformance-embed:
 	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/

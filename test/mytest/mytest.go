@@ -84,8 +84,18 @@ func (s *Server) Close() {
 }
 
 // StartInstance initializes a data directory in a new temporary directory
-// and starts mariadbd on it, on a free port of 127.0.0.1.
-func StartInstance(ctx context.Context) (*Instance, error) {
+// and starts mariadbd on it, on a free port of 127.0.0.1. A reaper removes
+// it when this process ends.
+func StartInstance(ctx context.Context) (*Instance, error) { return startInstance(ctx, true) }
+
+// StartDetached is StartInstance for a script (scripts/conformance.sh):
+// the server outlives this process, until Attach(dir).Destroy().
+func StartDetached(ctx context.Context) (*Instance, error) { return startInstance(ctx, false) }
+
+// Attach is the instance a detached one left in dir, to Destroy.
+func Attach(dir string) *Instance { return &Instance{Dir: dir, uid: -1, gid: -1} }
+
+func startInstance(ctx context.Context, reap bool) (*Instance, error) {
 	in := &Instance{uid: -1, gid: -1}
 	if os.Geteuid() == 0 {
 		// mariadbd refuses to run as root unless told to.
@@ -101,9 +111,11 @@ func StartInstance(ctx context.Context) (*Instance, error) {
 		return nil, err
 	}
 	in.Dir = dir
-	if err := in.reapOnExit(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	if reap {
+		if err := in.reapOnExit(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		in.Destroy()
@@ -216,7 +228,7 @@ func (in *Instance) grant(ctx context.Context) error {
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.
 func (in *Instance) Kill() error {
 	if in.cmd == nil {
-		return nil
+		return in.killByPIDFile()
 	}
 	err := in.cmd.Process.Kill()
 	<-in.done
@@ -225,6 +237,31 @@ func (in *Instance) Kill() error {
 		return fmt.Errorf("mytest: kill mariadbd: %w", err)
 	}
 	return nil
+}
+
+// killByPIDFile kills the mariadbd of an attached instance, named by its
+// pid file while that process is a mariadbd (a crash may leave a pid file
+// whose number another process reuses).
+func (in *Instance) killByPIDFile() error {
+	b, err := os.ReadFile(in.pidFile())
+	if err != nil {
+		return nil
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil
+	}
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.Contains(string(cmdline), "mariadbd") {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for range 100 {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("mytest: mariadbd %d outlived SIGKILL for 10 s", pid)
 }
 
 // Stop shuts the server down cleanly (SIGTERM) and waits for it.
