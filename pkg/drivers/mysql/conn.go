@@ -145,9 +145,6 @@ func (c *conn) rawExec(ctx context.Context, q string) error {
 	_, err := c.b().ExecContext(ctx, q, nil)
 	return err
 }
-func (c *conn) rawQuery(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.b().QueryContext(ctx, q, args)
-}
 
 // note rewrites query, and marks the transaction as holding a named lock
 // when the statement takes one.
