@@ -58,6 +58,30 @@ type Instance struct {
 	done chan struct{}
 	// reaper is the write end of the pipe the reaper waits on.
 	reaper *os.File
+	// tls: the server has certificate files in Dir and serves TLS only.
+	tls bool
+}
+
+// installTLS copies t's files into the instance's directory, readable by
+// the server's user only.
+func (in *Instance) installTLS(t TLSFiles) error {
+	for _, f := range [][2]string{{t.CA, "ca.pem"}, {t.Cert, "server.pem"}, {t.Key, "server-key.pem"}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			return fmt.Errorf("mytest: TLS file: %w", err)
+		}
+		dst := filepath.Join(in.Dir, f[1])
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			return fmt.Errorf("mytest: TLS file: %w", err)
+		}
+		if in.uid >= 0 {
+			if err := os.Chown(dst, in.uid, in.gid); err != nil {
+				return fmt.Errorf("mytest: TLS file: %w", err)
+			}
+		}
+	}
+	in.tls = true
+	return nil
 }
 
 // Open returns the server to test on: the DSN from the environment, or a
@@ -86,16 +110,29 @@ func (s *Server) Close() {
 // StartInstance initializes a data directory in a new temporary directory
 // and starts mariadbd on it, on a free port of 127.0.0.1. A reaper removes
 // it when this process ends.
-func StartInstance(ctx context.Context) (*Instance, error) { return startInstance(ctx, true) }
+func StartInstance(ctx context.Context) (*Instance, error) { return startInstance(ctx, true, nil) }
+
+// TLSFiles are the server's certificate and key, and the CA its clients'
+// certificates are verified with.
+type TLSFiles struct {
+	CA, Cert, Key string
+}
+
+// StartInstanceTLS is StartInstance serving TLS only
+// (require_secure_transport) with the files of t, copied into the
+// instance's directory for the server's user to read.
+func StartInstanceTLS(ctx context.Context, t TLSFiles) (*Instance, error) {
+	return startInstance(ctx, true, &t)
+}
 
 // StartDetached is StartInstance for a script (scripts/conformance.sh):
 // the server outlives this process, until Attach(dir).Destroy().
-func StartDetached(ctx context.Context) (*Instance, error) { return startInstance(ctx, false) }
+func StartDetached(ctx context.Context) (*Instance, error) { return startInstance(ctx, false, nil) }
 
 // Attach is the instance a detached one left in dir, to Destroy.
 func Attach(dir string) *Instance { return &Instance{Dir: dir, uid: -1, gid: -1} }
 
-func startInstance(ctx context.Context, reap bool) (*Instance, error) {
+func startInstance(ctx context.Context, reap bool, tlsFiles *TLSFiles) (*Instance, error) {
 	in := &Instance{uid: -1, gid: -1}
 	if os.Geteuid() == 0 {
 		// mariadbd refuses to run as root unless told to.
@@ -130,6 +167,12 @@ func startInstance(ctx context.Context, reap bool) (*Instance, error) {
 	args := []string{"--no-defaults", "--datadir=" + in.data(), "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}
 	if in.uid >= 0 {
 		args = append(args, "--user=mysql")
+	}
+	if tlsFiles != nil {
+		if err := in.installTLS(*tlsFiles); err != nil {
+			in.Destroy()
+			return nil, err
+		}
 	}
 	cmd := exec.CommandContext(ctx, DefaultInstall, args...)
 	cmd.Dir = dir
@@ -169,6 +212,10 @@ func (in *Instance) Start(ctx context.Context) error {
 		"--max-connections=600", "--max-allowed-packet=64M", "--innodb-buffer-pool-size=128M",
 		"--innodb-log-file-size=64M", "--innodb-flush-log-at-trx-commit=1", "--sync-binlog=0",
 		"--performance-schema=OFF", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin"}
+	if in.tls {
+		args = append(args, "--ssl-ca="+filepath.Join(in.Dir, "ca.pem"), "--ssl-cert="+filepath.Join(in.Dir, "server.pem"),
+			"--ssl-key="+filepath.Join(in.Dir, "server-key.pem"), "--require-secure-transport=ON")
+	}
 	if in.uid >= 0 {
 		args = append(args, "--user=mysql")
 	}
