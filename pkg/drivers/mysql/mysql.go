@@ -139,21 +139,20 @@ func parseDSN(rest string) (*mysql.Config, error) {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "3306")
 	}
-	var b strings.Builder
-	if u.User != nil {
-		b.WriteString(u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			b.WriteString(":" + p)
-		}
-		b.WriteString("@")
-	}
-	b.WriteString("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/"))
+	// The driver parses the address, database and parameters; the user and
+	// password are set apart, since either may hold what its DSN syntax
+	// reserves ('@', '/', ':').
+	rest = "tcp(" + host + ")/" + url.PathEscape(strings.TrimPrefix(u.Path, "/"))
 	if u.RawQuery != "" {
-		b.WriteString("?" + u.RawQuery)
+		rest += "?" + u.RawQuery
 	}
-	cfg, err := mysql.ParseDSN(b.String())
+	cfg, err := mysql.ParseDSN(rest)
 	if err != nil {
 		return nil, errors.New("mysql: cannot parse the endpoint URL's parameters (they are go-sql-driver/mysql's: tls, timeout, ...)")
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
 	}
 	return cfg, nil
 }

@@ -16,6 +16,7 @@ func TestNewParsesKinesForms(t *testing.T) {
 		{"mysql://qk:s3cret@tcp(db.example:3307)/k3s?timeout=5s", "qk", "s3cret", "db.example:3307", "k3s"},
 		{"mysql://qk:s3cret@db.example:3307/k3s?timeout=5s", "qk", "s3cret", "db.example:3307", "k3s"},
 		{"mysql://qk:p@ss/w@tcp(db:3306)/k3s", "qk", "p@ss/w", "db:3306", "k3s"},
+		{"mysql://qk:p%40ss%2Fw%3A@db:3306/k3s", "qk", "p@ss/w:", "db:3306", "k3s"},
 		{"mysql://qk@db.example/k3s", "qk", "", "db.example:3306", "k3s"},
 		{"mysql://root@tcp(127.0.0.1:3306)/", "root", "", "127.0.0.1:3306", DefaultDatabase},
 		{"mysql://root@db", "root", "", "db:3306", DefaultDatabase},
