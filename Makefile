@@ -28,13 +28,15 @@ run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
 
 # Unit tests and the end-to-end suites (test/framework): integration through
-# the real etcd client on SQLite, PostgreSQL and a real etcd v3.6 (built by
-# scripts/peers.sh), History on SQLite and PostgreSQL, the replica and
-# PostgreSQL-restart tests, the kill -9 crash test on both databases, and
+# the real etcd client on SQLite, PostgreSQL, MariaDB and a real etcd v3.6
+# (built by scripts/peers.sh), History on SQLite, PostgreSQL and MariaDB,
+# the replica and database-restart tests on PostgreSQL and MariaDB, the
+# kill -9 crash test on the three databases, and
 # the operators' commands: import from a real kine v0.17.5 and etcd, backup
 # under write load, pg_dump, the health endpoints, deploy/'s command lines.
 # PostgreSQL is QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
-# /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
+# /usr/lib/postgresql/15/bin, else a loud skip; MariaDB likewise
+# QUANTY_TEST_MYSQL_DSN, else a throwaway Debian mariadb-server. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
 # any skipped test. The tool modules' own tests (the recorder and checks,
 # lazyfs, the harness, testcheck itself) run after this module's.
