@@ -12,7 +12,7 @@ TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos fuzz
+.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos fuzz
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -28,13 +28,15 @@ run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
 
 # Unit tests and the end-to-end suites (test/framework): integration through
-# the real etcd client on SQLite, PostgreSQL and a real etcd v3.6 (built by
-# scripts/peers.sh), History on SQLite and PostgreSQL, the replica and
-# PostgreSQL-restart tests, the kill -9 crash test on both databases, and
+# the real etcd client on SQLite, PostgreSQL, MariaDB and a real etcd v3.6
+# (built by scripts/peers.sh), History on SQLite, PostgreSQL and MariaDB,
+# the replica and database-restart tests on PostgreSQL and MariaDB, the
+# kill -9 crash test on the three databases, and
 # the operators' commands: import from a real kine v0.17.5 and etcd, backup
 # under write load, pg_dump, the health endpoints, deploy/'s command lines.
 # PostgreSQL is QUANTY_TEST_POSTGRES_DSN, else a throwaway cluster from
-# /usr/lib/postgresql/15/bin, else a loud skip. test/ci/testcheck runs
+# /usr/lib/postgresql/15/bin, else a loud skip; MariaDB likewise
+# QUANTY_TEST_MYSQL_DSN, else a throwaway Debian mariadb-server. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
 # any skipped test. The tool modules' own tests (the recorder and checks,
 # lazyfs, the harness, testcheck itself) run after this module's.
@@ -58,10 +60,11 @@ lint:
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
 # cluster unless QUANTY_TEST_POSTGRES_DSN names a server), directly and
-# through PgBouncer in transaction mode; and QuantyKube
+# through PgBouncer in transaction mode; on MariaDB (a throwaway server
+# unless QUANTY_TEST_MYSQL_DSN names one); and QuantyKube
 # embedded through pkg/endpoint as k3s embeds kine, serving kube-apiserver's
 # storage layer (test/conformance/k3sembed).
-conformance: conformance-sqlite conformance-postgres conformance-pgbouncer conformance-embed
+conformance: conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed
 
 conformance-sqlite:
 	QUANTYKUBE_CONFORMANCE_BACKEND=quantykube bash scripts/conformance.sh
@@ -72,6 +75,9 @@ conformance-postgres:
 # The same suite through PgBouncer in transaction mode (docs/adr/026).
 conformance-pgbouncer:
 	QUANTYKUBE_CONFORMANCE_BACKEND=pgbouncer bash scripts/conformance.sh
+
+conformance-mysql:
+	QUANTYKUBE_CONFORMANCE_BACKEND=mysql bash scripts/conformance.sh
 
 conformance-embed:
 	cd test/conformance && $(GO) test -count=1 -timeout 10m ./k3sembed/

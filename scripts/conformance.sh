@@ -12,12 +12,17 @@
 # Environment:
 #   QUANTYKUBE_CONFORMANCE_BACKEND  quantykube (default, SQLite) | postgres (QuantyKube
 #                                   on PostgreSQL, a fresh database per test) | pgbouncer
-#                                   (the same through PgBouncer in transaction mode) | etcd
+#                                   (the same through PgBouncer in transaction mode) | mysql
+#                                   (QuantyKube on MariaDB, a fresh database per test) | etcd
 #                                   (reference run against a real embedded etcd,
 #                                   proves the harness)
 #   QUANTY_TEST_POSTGRES_DSN        postgres backend: the server to make test databases
 #                                   on; unset: a throwaway cluster is started from
 #                                   /usr/lib/postgresql/15/bin (as the postgres user
+#                                   when root) and removed at exit
+#   QUANTY_TEST_MYSQL_DSN           mysql backend: the server (mysql://user@host:port/) to
+#                                   make test databases on; unset: a throwaway MariaDB is
+#                                   started (Debian's mariadb-server, as the mysql user
 #                                   when root) and removed at exit
 #   CONFORMANCE_PKGS                packages to test (default ./pkg/storage/etcd3/...)
 #   CONFORMANCE_RUN                 optional -run regexp (for local debugging only)
@@ -51,7 +56,7 @@ PKGS="${CONFORMANCE_PKGS:-./pkg/storage/etcd3/...}"
 TIMEOUT="${CONFORMANCE_TIMEOUT:-20m}"
 BACKEND="${QUANTYKUBE_CONFORMANCE_BACKEND:-quantykube}"
 export QUANTYKUBE_CONFORMANCE_BACKEND="$BACKEND"
-case "$BACKEND" in quantykube | postgres | pgbouncer | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube, postgres, pgbouncer or etcd" ;; esac
+case "$BACKEND" in quantykube | postgres | pgbouncer | mysql | etcd) ;; *) die "QUANTYKUBE_CONFORMANCE_BACKEND=$BACKEND: want quantykube, postgres, pgbouncer, mysql or etcd" ;; esac
 
 # ---- prerequisites -----------------------------------------------------------
 command -v go >/dev/null 2>&1 || die "'go' is not on PATH (Go 1.$MIN_GO_MINOR+ is required)"
@@ -140,6 +145,18 @@ if { [ "$BACKEND" = postgres ] || [ "$BACKEND" = pgbouncer ]; } && [ -z "${QUANT
 	export QUANTY_TEST_POSTGRES_DSN
 	trap '(cd "$ROOT" && go run ./test/pgtest/pgcluster stop "$PGDIR") || true' EXIT
 	step "PostgreSQL at $QUANTY_TEST_POSTGRES_DSN"
+fi
+
+if [ "$BACKEND" = mysql ] && [ -z "${QUANTY_TEST_MYSQL_DSN:-}" ]; then
+	[ -x /usr/sbin/mariadbd ] && [ -x /usr/bin/mariadb-install-db ] ||
+		die "backend=mysql: QUANTY_TEST_MYSQL_DSN is unset and there is no MariaDB (apt-get install mariadb-server)"
+	step "starting a throwaway MariaDB"
+	myout="$(cd "$ROOT" && go run ./test/mytest/mycluster start)" || die "could not start MariaDB (see above)"
+	QUANTY_TEST_MYSQL_DSN="${myout%% *}"
+	MYDIR="${myout#* }"
+	export QUANTY_TEST_MYSQL_DSN
+	trap '(cd "$ROOT" && go run ./test/mytest/mycluster stop "$MYDIR") || true' EXIT
+	step "MariaDB at $QUANTY_TEST_MYSQL_DSN"
 fi
 
 # ---- 4. run the suite --------------------------------------------------------

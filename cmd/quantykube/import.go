@@ -35,8 +35,8 @@ written in one transaction: a failed import leaves it empty, and can be run
 again.
 
 SOURCE is sqlite://PATH or a path (kine's SQLite file, as k3s keeps it in
-/var/lib/rancher/k3s/server/db/state.db), postgres://... (kine's database),
-or etcd://HOST:PORT, http://HOST:PORT, https://HOST:PORT (a running etcd;
+/var/lib/rancher/k3s/server/db/state.db), postgres://... or mysql://...
+(kine's database, mysql:// in either of kine's forms), or etcd://HOST:PORT, http://HOST:PORT, https://HOST:PORT (a running etcd;
 several endpoints separated by commas).`
 
 type importFlags struct {
@@ -51,11 +51,11 @@ type importFlags struct {
 func newImportFlags() *importFlags {
 	f := &importFlags{fs: newFlagSet(importUsage)}
 	fs := f.fs
-	fs.StringVar(&f.from, "from", "", "the store to read (required): sqlite://PATH, postgres://..., etcd://HOST:PORT, http://HOST:PORT or https://HOST:PORT")
+	fs.StringVar(&f.from, "from", "", "the store to read (required): sqlite://PATH, postgres://..., mysql://..., etcd://HOST:PORT, http://HOST:PORT or https://HOST:PORT")
 	registerDatastoreFlags(fs, &f.cfg, "the empty QuantyKube database to fill, as serve takes it")
-	fs.StringVar(&f.src.TLS.CAFile, "cacert", "", "etcd source: CA that verifies etcd's certificate, as etcdctl's --cacert (default: none, the system's CAs for https://)")
-	fs.StringVar(&f.src.TLS.CertFile, "cert", "", "etcd source: client certificate, as etcdctl's --cert (default: none)")
-	fs.StringVar(&f.src.TLS.KeyFile, "key", "", "etcd source: client key, as etcdctl's --key (default: none)")
+	fs.StringVar(&f.src.TLS.CAFile, "cacert", "", "etcd or mysql source: CA that verifies the server's certificate, as etcdctl's --cacert (default: none, the system's CAs for https://)")
+	fs.StringVar(&f.src.TLS.CertFile, "cert", "", "etcd or mysql source: client certificate, as etcdctl's --cert (default: none)")
+	fs.StringVar(&f.src.TLS.KeyFile, "key", "", "etcd or mysql source: client key, as etcdctl's --key (default: none)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "read and check the source and report what would be imported; the target is not opened and nothing is written")
 	f.log.register(fs)
 	return f

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/test/framework"
+	"github.com/quantyroot/quantykube/test/mytest"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
@@ -206,15 +207,19 @@ func emptyTarget(t *testing.T, b framework.Backend) *framework.Target {
 }
 
 // Keys, several revisions, deletes and leases written through a real kine
-// v0.17.5 (on SQLite and on PostgreSQL) are imported into QuantyKube on
+// v0.17.5 (on SQLite, PostgreSQL and MariaDB) are imported into QuantyKube on
 // the same database kind: every key reads back through the etcd client
 // with kine's create and mod revisions and values, at kine's revision;
 // kine's own rows are left out; the source is not written.
 func TestImportFromKine(t *testing.T) {
 	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
 		dsn := "sqlite://" + filepath.Join(t.TempDir(), "state.db")
-		if b == framework.Postgres {
+		switch b {
+		case framework.Postgres:
 			dsn = framework.PostgresDatabase(t)
+		case framework.MySQL:
+			// kine's own form, which kine and the import both read.
+			dsn = mytest.KineDSN(framework.MySQLDatabase(t))
 		}
 		kine := framework.StartKine(t, dsn)
 		m := newModel(t, kine.Client(t))
@@ -366,6 +371,9 @@ func sourceDigest(t *testing.T, dsn string) string {
 		}
 		return fmt.Sprintf("%x", h.Sum(nil))
 	}
+	if strings.HasPrefix(dsn, "mysql://") {
+		return mysqlDigest(t, dsn)
+	}
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -377,6 +385,35 @@ func sourceDigest(t *testing.T, dsn string) string {
 		t.Fatal(err)
 	}
 	return digest
+}
+
+// mysqlDigest is sourceDigest of kine's table on MySQL.
+func mysqlDigest(t *testing.T, dsn string) string {
+	t.Helper()
+	db, err := mytest.Connect(mytest.URLOfKineDSN(dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), `SELECT id, name, value, deleted FROM kine ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	h := sha256.New()
+	for rows.Next() {
+		var id, deleted int64
+		var name string
+		var value []byte
+		if err := rows.Scan(&id, &name, &value, &deleted); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%d|%s|%x|%d,", id, name, value, deleted)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 // On a terminal, progress rewrites one line, a few times a second at most,

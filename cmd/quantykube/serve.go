@@ -64,7 +64,7 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
 	registerDatastoreFlags(fs, cfg, "the database to serve")
 	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "most connections of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL, max(4, 2*GOMAXPROCS) on SQLite); the writer, and on PostgreSQL the listener, take one more each")
-	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every statement (0: the server's setting)")
+	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every statement; mysql: MariaDB's max_statement_time, MySQL's max_execution_time (reads only) (0: the server's setting)")
 	fs.StringVar(&cfg.DatastoreListenEndpoint, "datastore-listen-endpoint", "", "postgres: a direct connection (postgres://...) for LISTEN, where --endpoint is a pooler that cannot deliver notifications (default: --endpoint's; without delivery the other replicas' commits are polled every second)")
 	fs.BoolVar(&cfg.SQLitePlainWAL, "sqlite-plain-wal", false, "sqlite: write the WAL as SQLite writes it, not gathered into few large writes (ADR-018; costs the writer 15-21% more CPU)")
 	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate (default: none, plaintext)")
@@ -103,10 +103,10 @@ func newServeFlags() *serveFlags {
 // registerDatastoreFlags binds --endpoint and the database's TLS files, as
 // every command that opens a QuantyKube database names them.
 func registerDatastoreFlags(fs *pflag.FlagSet, cfg *endpoint.Config, what string) {
-	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://path (or a path) or postgres://user:pass@host:port/db?sslmode=...")
-	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres: CA that verifies the database server (sslrootcert; implies sslmode=verify-full), unless the endpoint URL names one (default: none, as the URL's sslmode says)")
-	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres: client certificate for the database (sslcert), unless the endpoint URL names one (default: none)")
-	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres: client key for the database (sslkey), unless the endpoint URL names one (default: none)")
+	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://path (or a path), postgres://user:pass@host:port/db?sslmode=... or mysql://user:pass@tcp(host:3306)/db (also mysql://user:pass@host:3306/db)")
+	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres, mysql: CA that verifies the database server (postgres: sslrootcert, implies sslmode=verify-full), unless the endpoint names one (postgres: sslrootcert; mysql: tls=) (default: none, as the endpoint says)")
+	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres, mysql: client certificate for the database (postgres: sslcert), unless the endpoint names one (default: none)")
+	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres, mysql: client key for the database (postgres: sslkey), unless the endpoint names one (default: none)")
 }
 
 // parse parses args and checks what the flags cannot check alone.

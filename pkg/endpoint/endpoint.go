@@ -27,6 +27,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/apiagg"
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/drivers/mysql"
 	"github.com/quantyroot/quantykube/pkg/drivers/postgres"
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/history"
@@ -65,7 +66,8 @@ type Config struct {
 	// "http://host:port" or "unix://path" (empty: KineSocket).
 	Listener string
 	// Endpoint is the database: "sqlite://path" or a bare path (SQLite),
-	// "postgres://..." or "postgresql://..." (PostgreSQL), empty for
+	// "postgres://..." or "postgresql://..." (PostgreSQL), "mysql://..."
+	// (MySQL or MariaDB, in kine's forms), empty for
 	// DefaultEndpoint. An etcd URL ("http://", "https://", "unix://") is
 	// not served: Listen returns it in ETCDConfig for the caller to use
 	// directly, as kine does.
@@ -77,8 +79,8 @@ type Config struct {
 	// client certificates signed by it.
 	ServerTLSConfig tls.Config
 	// BackendTLSConfig is the client certificate and CA for the database
-	// (PostgreSQL's sslcert, sslkey and sslrootcert), unless the endpoint
-	// URL names them itself.
+	// (PostgreSQL's sslcert, sslkey and sslrootcert; MySQL's TLS), unless
+	// the endpoint URL names them itself.
 	BackendTLSConfig tls.Config
 	// MetricsRegisterer, when set, also gets QuantyKube's collectors.
 	MetricsRegisterer prometheus.Registerer
@@ -119,7 +121,8 @@ type Config struct {
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
-	// sessions (0: the server's setting).
+	// sessions, MariaDB's max_statement_time, MySQL's max_execution_time
+	// (0: the server's setting).
 	DatastoreStatementTimeout time.Duration
 	// DatastoreListenEndpoint is a postgres:// URL for the connection that
 	// LISTENs for the other replicas' commits, where Endpoint is a pooler
@@ -222,6 +225,15 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 			StatementTimeout: cfg.DatastoreStatementTimeout,
 			ListenEndpoint:   cfg.DatastoreListenEndpoint,
 		})
+	case strings.HasPrefix(dsn, "mysql://"):
+		if cfg.DatastoreListenEndpoint != "" {
+			return nil, fmt.Errorf("endpoint: --datastore-listen-endpoint is PostgreSQL's: MySQL has no LISTEN (the replicas poll)")
+		}
+		return mysql.New(dsn, mysql.Options{
+			Pool:             cfg.ConnectionPoolConfig,
+			TLS:              cfg.BackendTLSConfig,
+			StatementTimeout: cfg.DatastoreStatementTimeout,
+		})
 	case strings.HasPrefix(dsn, "sqlite://"):
 		return sqlite.New(dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig, PlainWAL: cfg.SQLitePlainWAL})
 	case !strings.Contains(dsn, "://"):
@@ -229,7 +241,7 @@ func dialect(cfg Config) (mvcc.Dialect, error) {
 		return sqlite.New("sqlite://"+dsn, sqlite.Options{Pool: cfg.ConnectionPoolConfig, PlainWAL: cfg.SQLitePlainWAL})
 	}
 	scheme, _, _ := strings.Cut(dsn, "://")
-	return nil, fmt.Errorf("endpoint: unknown scheme %q (want sqlite://path, a path, or postgres://...)", scheme)
+	return nil, fmt.Errorf("endpoint: unknown scheme %q (want sqlite://path, a path, postgres://... or mysql://...)", scheme)
 }
 
 // Start opens the database and starts serving; it returns once the
@@ -399,6 +411,9 @@ func RedactEndpoint(dsn string) string {
 	if !strings.Contains(dsn, "://") || strings.HasPrefix(dsn, "sqlite://") {
 		return dsn
 	}
+	if r, ok := redactMySQLDSN(dsn); ok {
+		return r
+	}
 	u, err := neturl.Parse(dsn)
 	if err != nil {
 		return "(unparsable endpoint)"
@@ -412,4 +427,25 @@ func RedactEndpoint(dsn string) string {
 	}
 	u.RawQuery = strings.Join(params, "&")
 	return u.Redacted()
+}
+
+// redactMySQLDSN hides the password of kine's MySQL form,
+// mysql://user:password@tcp(host:port)/db, which is not a URL.
+func redactMySQLDSN(dsn string) (string, bool) {
+	rest, ok := strings.CutPrefix(dsn, "mysql://")
+	if !ok {
+		return "", false
+	}
+	at := -1
+	for _, proto := range []string{"@tcp(", "@tcp6(", "@unix("} {
+		at = max(at, strings.LastIndex(rest, proto))
+	}
+	if at < 0 {
+		return "", false
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return dsn, true
+	}
+	return "mysql://" + user + ":xxxxx" + rest[at:], true
 }

@@ -73,6 +73,9 @@ func TestRedactEndpoint(t *testing.T) {
 		{"postgres://db/qk?sslcert=c.crt&sslkey=c.key&sslpassword=secret", "postgres://db/qk?sslcert=c.crt&sslkey=c.key&sslpassword=xxxxx"},
 		{"postgresql://db/qk?pass%77ord=secret", "postgresql://db/qk?password=xxxxx"},
 		{"postgres://db/qk", "postgres://db/qk"},
+		{"mysql://qk:se@cr:et@tcp(db:3306)/k3s?tls=true", "mysql://qk:xxxxx@tcp(db:3306)/k3s?tls=true"},
+		{"mysql://qk@tcp(db:3306)/k3s", "mysql://qk@tcp(db:3306)/k3s"},
+		{"mysql://qk:secret@db:3306/k3s", "mysql://qk:xxxxx@db:3306/k3s"},
 	} {
 		if got := endpoint.RedactEndpoint(c.in); got != c.want {
 			t.Errorf("RedactEndpoint(%q) = %q, want %q", c.in, got, c.want)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/quantyroot/quantykube/pkg/drivers/mysql"
 	"github.com/quantyroot/quantykube/pkg/tls"
 )
 
@@ -59,8 +60,9 @@ func (s *Summary) skip(reason string) {
 // Options are how to reach a source.
 type Options struct {
 	// TLS is the client certificate and CA for an etcd source (https://, or
-	// etcd:// with a certificate or CA). A PostgreSQL source takes libpq's
-	// parameters in its URL (sslmode, sslrootcert, sslcert, sslkey).
+	// etcd:// with a certificate or CA), and for a MySQL source unless its
+	// endpoint names tls=. A PostgreSQL source takes libpq's parameters in
+	// its URL (sslmode, sslrootcert, sslcert, sslkey).
 	TLS tls.Config
 
 	// maxRecvMsgSize replaces etcdMaxRecv (tests).
@@ -72,6 +74,9 @@ type Options struct {
 //     /var/lib/rancher/k3s/server/db/state.db); query parameters are
 //     ignored;
 //   - postgres://... or postgresql://...: a kine PostgreSQL database;
+//   - mysql://...: a kine MySQL or MariaDB database, in either of kine's
+//     forms (mysql://user:password@tcp(host:3306)/db or
+//     mysql://user:password@host:3306/db);
 //   - etcd://HOST:PORT, http://HOST:PORT, https://HOST:PORT: a running
 //     etcd (several endpoints separated by commas). etcd:// is https://
 //     when TLS files are given, http:// otherwise.
@@ -87,15 +92,17 @@ func Open(ctx context.Context, from string, opts Options) (Source, error) {
 		return openKineSQLite(ctx, path)
 	case scheme == "postgres", scheme == "postgresql":
 		return openKinePostgres(ctx, from)
+	case scheme == "mysql":
+		return openKineMySQL(ctx, from, opts)
 	case scheme == "etcd", scheme == "http", scheme == "https":
 		return openEtcd(ctx, from, opts)
 	}
-	return nil, fmt.Errorf("import: unknown source scheme %q (want sqlite://, postgres://, etcd://, http:// or https://)", scheme)
+	return nil, fmt.Errorf("import: unknown source scheme %q (want sqlite://, postgres://, mysql://, etcd://, http:// or https://)", scheme)
 }
 
 // SameDatabase reports whether the source URL from and the QuantyKube
 // endpoint target name one database: the same SQLite file, or the same
-// PostgreSQL host, port and database. (A database reached under two names
+// PostgreSQL or MySQL host, port and database. (A database reached under two names
 // still holds the source's kine table, which the import refuses too.)
 func SameDatabase(from, target string) bool {
 	fk, fw := locate(from)
@@ -115,7 +122,8 @@ func SameDatabase(from, target string) bool {
 	return fw == tw
 }
 
-// locate is the kind of database a URL names ("sqlite" or "postgres") and
+// locate is the kind of database a URL names ("sqlite", "postgres" or
+// "mysql") and
 // where it is; "" for anything else.
 func locate(u string) (kind, where string) {
 	scheme, rest, ok := strings.Cut(u, "://")
@@ -131,6 +139,12 @@ func locate(u string) (kind, where string) {
 			return "", ""
 		}
 		return "postgres", fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+	case scheme == "mysql":
+		d, err := mysql.New(u, mysql.Options{})
+		if err != nil {
+			return "", ""
+		}
+		return "mysql", d.Where()
 	}
 	return "", ""
 }

@@ -203,6 +203,9 @@ func TestSameDatabase(t *testing.T) {
 		{"postgres://k3s@db:5432/kine", "postgres://k3s@db:5432/quantykube", false},
 		{"postgres://k3s@db:5432/kine", "postgres://k3s@db2:5432/kine", false},
 		{"postgres://k3s@db/kine", "sqlite://kine", false},
+		{"mysql://k3s:secret@tcp(db:3306)/kine", "mysql://quantykube@db/kine", true},
+		{"mysql://k3s@tcp(db:3306)/kine", "mysql://k3s@db:3306/quantykube", false},
+		{"mysql://k3s@tcp(db:3306)/kine", "postgres://k3s@db:3306/kine", false},
 		{"etcd://127.0.0.1:2379", "sqlite://" + file, false},
 	} {
 		if got := SameDatabase(c.from, c.target); got != c.same {

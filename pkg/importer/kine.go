@@ -43,6 +43,7 @@ type kineSource struct {
 	db       *sql.DB
 	name     string
 	postgres bool
+	mysql    bool
 }
 
 func openKineSQLite(ctx context.Context, path string) (Source, error) {
@@ -111,7 +112,7 @@ ORDER BY CASE WHEN k.name = '` + kineAPICompactKey + `' THEN '` + kineCompactKey
 func (k *kineSource) Read(ctx context.Context, sink Sink) (Summary, error) {
 	var sum Summary
 	opts := &sql.TxOptions{}
-	if k.postgres {
+	if k.postgres || k.mysql {
 		// One snapshot for every statement below.
 		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 	}
@@ -130,8 +131,11 @@ func (k *kineSource) Read(ctx context.Context, sink Sink) (Summary, error) {
 	}
 	sum.Rev = rev.Int64
 	q := kineLiveSQL
-	if k.postgres {
+	switch {
+	case k.postgres:
 		q += ` COLLATE "C"`
+	case k.mysql:
+		q = kineLiveMySQL
 	}
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {

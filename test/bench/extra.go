@@ -173,8 +173,8 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 	return table, dedupe(extras), nil
 }
 
-// fresh is an empty data directory (and, for a Postgres target, a new
-// database) for one round of one workload.
+// fresh is an empty data directory (and, for a Postgres or MySQL target,
+// a new database) for one round of one workload.
 type fresh struct {
 	dir, db string
 	cleanup func()
@@ -188,9 +188,13 @@ func prepare(ctx context.Context, t target, workDir string, pg *pgCluster, label
 		return nil, err
 	}
 	f := &fresh{dir: dir, cleanup: func() { os.RemoveAll(dir) }}
-	if t.engine == "postgres" {
+	if t.engine == "postgres" || t.engine == "mysql" {
 		f.db = fmt.Sprintf("bench_%s%s_r%d_%d", strings.ReplaceAll(strings.Split(t.name, "/")[0], "-", "_"), strings.ReplaceAll(label, "-", "_"), round, time.Now().Unix())
-		if err := pg.createDB(ctx, f.db); err != nil {
+		create := pg.createDB
+		if t.engine == "mysql" {
+			create = benchMySQL.createDB
+		}
+		if err := create(ctx, f.db); err != nil {
 			f.cleanup()
 			return nil, err
 		}

@@ -25,6 +25,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/quantyroot/quantykube/test/mytest"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -66,6 +67,7 @@ func run() error {
 	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
 	only := flag.String("targets", "", "comma-separated target names to run (default: all available)")
 	pgBin := flag.String("pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries; empty: no Postgres targets")
+	mysqlFlag := flag.Bool("mysql", true, "also run quantykube/mysql and kine/mysql on one throwaway MariaDB ("+mytest.DefaultServer+"), in the table only")
 	pgbouncer := flag.Bool("pgbouncer", true, "also run quantykube/pgbouncer: QuantyKube through PgBouncer in transaction mode ("+pgtest.DefaultPgBouncer+" or $"+pgtest.EnvPgBouncer+")")
 	clientsFlag := flag.String("clients", "1,16,64", "client counts")
 	keys := flag.Int("keys", 5000, "keys per write phase")
@@ -220,6 +222,31 @@ func run() error {
 			targets = append(targets, pooledTarget(*qkBin, pg, pool, strings.Fields(*qkFlags)))
 		}
 	}
+	// The MySQL targets run the table's workload; the other workloads know
+	// only SQLite and PostgreSQL.
+	extraTargets := targets
+	wantMySQL := *mysqlFlag && table && (*qkBin != "" || *kineBin != "") && (*only == "" || strings.Contains(*only, "mysql"))
+	if wantMySQL {
+		if _, err := os.Stat(mytest.DefaultServer); err != nil {
+			logf("no MariaDB at %s: MySQL targets skipped", mytest.DefaultServer)
+			wantMySQL = false
+		}
+	}
+	if wantMySQL {
+		logf("starting a throwaway MariaDB")
+		my, err := startMySQL(ctx)
+		if err != nil {
+			return fmt.Errorf("mariadb (-mysql=false leaves it out): %w", err)
+		}
+		defer my.stop()
+		benchMySQL = my
+		if *qkBin != "" {
+			targets = append(targets, mysqlTarget("quantykube", *qkBin, false, strings.Fields(*qkFlags)))
+		}
+		if *kineBin != "" {
+			targets = append(targets, mysqlTarget("kine", *kineBin, true, nil))
+		}
+	}
 	if *only != "" {
 		want := map[string]bool{}
 		for _, n := range strings.Split(*only, ",") {
@@ -232,6 +259,13 @@ func run() error {
 			}
 		}
 		targets = keep
+		keep = nil
+		for _, t := range extraTargets {
+			if want[t.name] {
+				keep = append(keep, t)
+			}
+		}
+		extraTargets = keep
 	}
 	if len(targets) == 0 {
 		return fmt.Errorf("no targets: pass -quantykube, -kine and/or -etcd")
@@ -266,7 +300,7 @@ func run() error {
 	}
 	if len(extras) > 0 {
 		ec.valueSize, ec.reqTimeout = cfg.valueSize, cfg.reqTimeout
-		if err := runExtras(ctx, os.Stdout, extras, targets, workDir, pg, *rounds, ec); err != nil {
+		if err := runExtras(ctx, os.Stdout, extras, extraTargets, workDir, pg, *rounds, ec); err != nil {
 			return err
 		}
 	}
@@ -340,6 +374,8 @@ func runRound(ctx context.Context, t target, workDir string, pg *pgCluster, roun
 	}
 	if t.engine == "postgres" {
 		rr.dbBytes = pg.dbSize(ctx, fr.db)
+	} else if t.engine == "mysql" {
+		rr.dbBytes = benchMySQL.dbSize(ctx, fr.db)
 	} else if n := dirSize(fr.dir); n > 0 {
 		rr.dbBytes = n
 	}

@@ -322,7 +322,7 @@ func cpuTable(w io.Writer, title, first string, cfg config) {
 // harness CPU per operation): the rates of two servers differ less than
 // their CPU does once both are CPU-bound.
 func printCPU(w io.Writer, results []*targetResult, cfg config) {
-	cpuTable(w, "CPU per operation, server / harness (the lowest of the rounds; a PostgreSQL target's server CPU includes its PostgreSQL cluster's; the harness shares the servers' cores):", "target", cfg)
+	cpuTable(w, "CPU per operation, server / harness (the lowest of the rounds; a PostgreSQL or MySQL target's server CPU includes its database server's; the harness shares the servers' cores):", "target", cfg)
 	for _, tr := range results {
 		for _, c := range cfg.clients {
 			b := tr.level(c)

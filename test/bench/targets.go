@@ -336,9 +336,12 @@ func startPostgres(ctx context.Context, bin string) (*pgCluster, error) {
 	return p, nil
 }
 
-// dbPID is the postmaster of t's PostgreSQL cluster, 0 for a target on
-// SQLite (or none).
+// dbPID is the postmaster of t's PostgreSQL cluster (mariadbd for a MySQL
+// target), 0 for a target on SQLite (or none).
 func dbPID(t target, pg *pgCluster) int {
+	if t.engine == "mysql" && benchMySQL != nil {
+		return benchMySQL.pid()
+	}
 	if t.engine != "postgres" || pg == nil {
 		return 0
 	}

@@ -104,8 +104,9 @@ type phaseHooks struct {
 	// per request, beside the harness's own: on a machine the clients
 	// share with the server, the two together bound the rate.
 	serverPID int
-	// dbPID, when set, is the server's PostgreSQL postmaster: its cluster's
-	// CPU counts as the server's, since the store's work happens there.
+	// dbPID, when set, is the server's PostgreSQL postmaster or mariadbd:
+	// the database's CPU counts as the server's, since the store's work
+	// happens there.
 	dbPID int
 }
 
@@ -397,7 +398,7 @@ func runLevel(ctx context.Context, conns []*clientv3.Client, cfg config, clients
 		}
 		dbCPU := ""
 		if hooks.dbPID > 0 {
-			dbCPU = " + PostgreSQL " + perOp(db1-db0, st.ops, true)
+			dbCPU = " + database " + perOp(db1-db0, st.ops, true)
 		}
 		logf("    %-10s %6d ops %8.0f/s p50 %-9v p99 %-9v CPU per op: server %s%s harness %s, errors %d %s", label, st.ops, st.rate(), st.p50().Round(10*time.Microsecond), st.p99().Round(10*time.Microsecond),
 			perOp(srv1-srv0, st.ops, hooks.serverPID > 0), dbCPU, perOp(self1-self0, st.ops, true), st.errs, st.firstErr)

@@ -2,10 +2,11 @@
 // (test/integration, test/history, test/replica, test/crash, and the nested
 // modules test/conformance and test/e2e) run against, behind one Target:
 //
-//   - QuantyKube in this process, on SQLite or on a PostgreSQL database;
+//   - QuantyKube in this process, on SQLite or on a PostgreSQL or MariaDB
+//     database;
 //   - QuantyKube as child processes (the binary Binary builds), on SQLite or
-//     on one PostgreSQL database shared by several replicas, which can be
-//     killed with SIGKILL;
+//     on one PostgreSQL or MariaDB database shared by several replicas,
+//     which can be killed with SIGKILL;
 //   - a real etcd binary (EtcdBinary builds it from the Go module proxy), the
 //     reference the same assertions are checked against;
 //   - a real kine binary (KineBinary, StartKine), a source the import tests
@@ -44,7 +45,10 @@ const (
 	// PgBouncer is QuantyKube on PostgreSQL through a PgBouncer in
 	// transaction mode with its default settings (pgtest.StartPgBouncer).
 	PgBouncer Backend = "pgbouncer"
-	Etcd      Backend = "etcd"
+	// MySQL is QuantyKube on MariaDB (mytest: a throwaway Debian
+	// mariadb-server, or QUANTY_TEST_MYSQL_DSN's server).
+	MySQL Backend = "mysql"
+	Etcd  Backend = "etcd"
 )
 
 var (
@@ -52,17 +56,25 @@ var (
 	All = []Backend{SQLite, Postgres, Etcd}
 	// QuantyKube is QuantyKube's backends only, for what etcd does not have
 	// (History, retention, replicas) or does differently on purpose.
-	QuantyKube = []Backend{SQLite, Postgres}
-	// WithPooler is All and QuantyKube through PgBouncer, for the suites
-	// that must also hold behind a pooler (test/integration).
-	WithPooler = []Backend{SQLite, Postgres, PgBouncer, Etcd}
+	QuantyKube = []Backend{SQLite, Postgres, MySQL}
+	// WithPooler is All and QuantyKube through PgBouncer, and on MariaDB,
+	// for the suites that must also hold behind a pooler and on every
+	// database (test/integration).
+	WithPooler = []Backend{SQLite, Postgres, PgBouncer, MySQL, Etcd}
 	// OnPostgres is QuantyKube on PostgreSQL, directly and through
 	// PgBouncer (test/replica).
 	OnPostgres = []Backend{Postgres, PgBouncer}
+	// Shared is every database several replicas can serve: PostgreSQL,
+	// directly and through PgBouncer, and MariaDB (test/replica).
+	Shared = []Backend{Postgres, PgBouncer, MySQL}
 )
 
 // IsQuantyKube reports whether b is QuantyKube (on any database).
-func (b Backend) IsQuantyKube() bool { return b == SQLite || b.IsPostgres() }
+func (b Backend) IsQuantyKube() bool { return b == SQLite || b.IsPostgres() || b == MySQL }
+
+// IsShared reports whether b is QuantyKube on a database several replicas
+// may serve (PostgreSQL, directly or through PgBouncer, or MariaDB).
+func (b Backend) IsShared() bool { return b.IsPostgres() || b == MySQL }
 
 // IsPostgres reports whether b is QuantyKube on PostgreSQL (directly or
 // through PgBouncer).
@@ -95,6 +107,10 @@ func Require(t testing.TB, b Backend) {
 		}
 		if _, err := pgBouncer(); err != nil {
 			Unavailable(t, "PgBouncer", err)
+		}
+	case MySQL:
+		if _, err := mysqlServer(); err != nil {
+			Unavailable(t, "MariaDB", err)
 		}
 	case Etcd:
 		if _, err := etcdBinary(); err != nil {

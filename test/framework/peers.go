@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quantyroot/quantykube/test/mytest"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -97,6 +98,43 @@ func PostgresCluster(t testing.TB) *pgtest.Cluster {
 		Unavailable(t, "PostgreSQL cluster", fmt.Errorf("this test stops and starts PostgreSQL: it needs the throwaway cluster, but %s names a server", pgtest.EnvDSN))
 	}
 	return srv.Cluster
+}
+
+var (
+	myOnce sync.Once
+	mySrv  *mytest.Server
+	myErr  error
+)
+
+// MySQLServer is the MariaDB the MySQL backend creates its databases on,
+// one per test binary, started on first use and stopped by Main.
+func MySQLServer() (*mytest.Server, error) { return mysqlServer() }
+
+func mysqlServer() (*mytest.Server, error) {
+	myOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		mySrv, myErr = mytest.Open(ctx)
+		if myErr == nil {
+			atExit(mySrv.Close)
+		}
+	})
+	return mySrv, myErr
+}
+
+// MySQLInstance is the throwaway MariaDB behind MySQLServer, for a test
+// that kills and starts MariaDB itself; with QUANTY_TEST_MYSQL_DSN set
+// there is none: the test is skipped loudly, or fails under CI=true.
+func MySQLInstance(t testing.TB) *mytest.Instance {
+	t.Helper()
+	srv, err := mysqlServer()
+	if err != nil {
+		Unavailable(t, "MariaDB", err)
+	}
+	if srv.Instance == nil {
+		Unavailable(t, "MariaDB instance", fmt.Errorf("this test kills and starts MariaDB: it needs the throwaway instance, but %s names a server", mytest.EnvDSN))
+	}
+	return srv.Instance
 }
 
 var (

@@ -23,6 +23,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	qtls "github.com/quantyroot/quantykube/pkg/tls"
+	"github.com/quantyroot/quantykube/test/mytest"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
@@ -130,6 +131,11 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		if o.Process && o.Replicas > 1 {
 			n = o.Replicas
 		}
+	case MySQL:
+		x.dsn = newMySQLDatabase(t)
+		if o.Process && o.Replicas > 1 {
+			n = o.Replicas
+		}
 	case Etcd:
 		x.members = []*member{newEtcdMember(t, dir, o, x.tls)}
 	}
@@ -137,8 +143,8 @@ func Start(t testing.TB, b Backend, o Options) *Target {
 		x.dsn = o.Endpoint(x.dsn)
 	}
 	if b.IsQuantyKube() {
-		if o.Replicas > 1 && !(b.IsPostgres() && o.Process) {
-			t.Fatalf("framework: %d replicas need the Postgres backend with Options.Process", o.Replicas)
+		if o.Replicas > 1 && !(b.IsShared() && o.Process) {
+			t.Fatalf("framework: %d replicas need a shared database (Postgres, PgBouncer, MySQL) with Options.Process", o.Replicas)
 		}
 		for i := range n {
 			name := "quantykube"
@@ -190,6 +196,33 @@ func newDatabase(t testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = pgtest.DropDatabase(ctx, srv.AdminDSN, dsn)
+	})
+	return dsn
+}
+
+// MySQLDatabase is a new, empty database on MySQLServer, dropped when t
+// ends: for a server the test starts itself (StartKine).
+func MySQLDatabase(t testing.TB) string {
+	t.Helper()
+	return newMySQLDatabase(t)
+}
+
+func newMySQLDatabase(t testing.TB) string {
+	t.Helper()
+	srv, err := mysqlServer()
+	if err != nil {
+		Unavailable(t, "MariaDB", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn, err := mytest.CreateDatabase(ctx, srv.AdminDSN, t.Name())
+	if err != nil {
+		t.Fatalf("mysql test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = mytest.DropDatabase(ctx, srv.AdminDSN, dsn)
 	})
 	return dsn
 }

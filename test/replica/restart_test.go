@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quantyroot/quantykube/test/framework"
+	"github.com/quantyroot/quantykube/test/mytest"
 )
 
 // errCode is err's gRPC code; the client's own deadline counts as
@@ -36,11 +37,59 @@ func errCode(err error) codes.Code {
 // Unavailable meanwhile, nothing acknowledged is lost, the watcher carries
 // on without a gap or a duplicate, and no connection leaks.
 func TestPostgresRestart(t *testing.T) {
-	framework.Run(t, framework.OnPostgres, testPostgresRestart)
+	framework.Run(t, framework.OnPostgres, testDatabaseRestart)
 }
 
-func testPostgresRestart(t *testing.T, b framework.Backend) {
+// TestMySQLRestart is TestPostgresRestart on MariaDB, killed with SIGKILL
+// (InnoDB recovers from its redo log at the next start).
+func TestMySQLRestart(t *testing.T) {
+	framework.Run(t, []framework.Backend{framework.MySQL}, testDatabaseRestart)
+}
+
+// database is the server a backend's store is on, to crash and start.
+type database struct {
+	name  string
+	crash func(context.Context) error
+	start func(context.Context) error
+	// conns counts the other sessions on the store's database.
+	conns func(ctx context.Context, dsn string) (int, error)
+}
+
+func databaseOf(t *testing.T, b framework.Backend) database {
+	if b == framework.MySQL {
+		in := framework.MySQLInstance(t)
+		return database{name: "MariaDB", crash: func(context.Context) error { return in.Kill() }, start: in.Start, conns: mysqlConns}
+	}
 	cluster := framework.PostgresCluster(t)
+	return database{name: "PostgreSQL",
+		crash: func(ctx context.Context) error { return cluster.Stop(ctx, "immediate") },
+		start: cluster.Start, conns: postgresConns}
+}
+
+func postgresConns(ctx context.Context, dsn string) (int, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&n)
+	return n, err
+}
+
+func mysqlConns(ctx context.Context, dsn string) (int, error) {
+	db, err := mytest.Connect(dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()`).Scan(&n)
+	return n, err
+}
+
+func testDatabaseRestart(t *testing.T, b framework.Backend) {
+	dbs := databaseOf(t, b)
 	x := framework.Start(t, b, framework.Options{Process: true})
 	cli := x.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -87,21 +136,21 @@ func testPostgresRestart(t *testing.T, b framework.Backend) {
 	before := count()
 	sctx, scancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer scancel()
-	if err := cluster.Stop(sctx, "immediate"); err != nil {
+	if err := dbs.crash(sctx); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	time.Sleep(3 * time.Second)
 	duringOutage := count()
-	if err := cluster.Start(sctx); err != nil {
+	if err := dbs.start(sctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("PostgreSQL was down for %v", time.Since(stopped).Round(time.Millisecond))
+	t.Logf("%s was down for %v", dbs.name, time.Since(stopped).Round(time.Millisecond))
 	// Writes succeed again soon after.
 	deadline := time.Now().Add(30 * time.Second)
 	for count() < duringOutage+200 {
 		if time.Now().After(deadline) {
-			t.Fatalf("writes did not resume after PostgreSQL came back (%d acknowledged)", count())
+			t.Fatalf("writes did not resume after %s came back (%d acknowledged)", dbs.name, count())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -116,7 +165,7 @@ func testPostgresRestart(t *testing.T, b framework.Backend) {
 		}
 	}
 	if len(errs) == 0 {
-		t.Errorf("no write failed while PostgreSQL was down")
+		t.Errorf("no write failed while %s was down", dbs.name)
 	}
 	mu.Unlock()
 
@@ -136,13 +185,8 @@ func testPostgresRestart(t *testing.T, b framework.Backend) {
 	checkStream(t, "watcher", evs, acks)
 
 	// The store holds a bounded number of connections after the restart.
-	conn, err := pgx.Connect(ctx, x.DSN())
+	n, err := dbs.conns(ctx, x.DSN())
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("connections of quantykube after the restart: %d", n)

@@ -2,7 +2,7 @@
 // line per package as it finishes (and every minute which packages are
 // still running), the output of every failed or skipped test, and at the
 // end the test counts per package and per backend subtest (test/framework
-// names them sqlite, postgres and etcd). It exits non-zero when a test
+// names them sqlite, postgres, pgbouncer, mysql and etcd). It exits non-zero when a test
 // fails, a package fails or does not build, or go test itself fails, and,
 // under CI=true, when any test was skipped: CI must not pass because a
 // part did not run.
@@ -39,7 +39,7 @@ type event struct {
 
 // backends are the subtest names test/framework gives its backends
 // (framework.Backend); a test under one of them counts for that backend.
-var backends = []string{"sqlite", "postgres", "pgbouncer", "etcd"}
+var backends = []string{"sqlite", "postgres", "pgbouncer", "mysql", "etcd"}
 
 func main() {
 	goCmd := flag.String("go", "go", "the go command")

@@ -26,8 +26,11 @@ func TestEmbedLikeK3s(t *testing.T) {
 	framework.Run(t, framework.QuantyKube, func(t *testing.T, b framework.Backend) {
 		dir := t.TempDir()
 		dsn := ""
-		if b == framework.Postgres {
+		switch b {
+		case framework.Postgres:
 			dsn = postgresDatabase(t)
+		case framework.MySQL:
+			dsn = framework.MySQLDatabase(t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -41,9 +44,9 @@ func TestEmbedLikeK3s(t *testing.T) {
 		if want := []string{"unix://" + sock}; len(res.etcd.Endpoints) != 1 || res.etcd.Endpoints[0] != want[0] {
 			t.Errorf("endpoints %v, want %v", res.etcd.Endpoints, want)
 		}
-		// Several servers may share PostgreSQL: their controllers must elect
-		// a leader, as kine tells k3s.
-		if res.etcd.LeaderElect != (b == framework.Postgres) {
+		// Several servers may share PostgreSQL or MySQL: their controllers
+		// must elect a leader, as kine tells k3s.
+		if res.etcd.LeaderElect != b.IsShared() {
 			t.Errorf("LeaderElect = %v on %s", res.etcd.LeaderElect, b)
 		}
 		if !(res.revs[0] < res.revs[1] && res.revs[1] < res.revs[2]) {

@@ -42,22 +42,24 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/test/framework"
+	"github.com/quantyroot/quantykube/test/mytest"
 	"github.com/quantyroot/quantykube/test/pgtest"
 )
 
 // BackendEnv selects what RunEtcd starts: "quantykube" (default, SQLite),
 // "postgres" (QuantyKube on PostgreSQL), "pgbouncer" (QuantyKube on
-// PostgreSQL through PgBouncer in transaction mode) or "etcd".
+// PostgreSQL through PgBouncer in transaction mode), "mysql" (QuantyKube on
+// MariaDB) or "etcd".
 const BackendEnv = "QUANTYKUBE_CONFORMANCE_BACKEND"
 
 func backend(t testing.TB) string {
 	switch b := os.Getenv(BackendEnv); b {
 	case "", "quantykube":
 		return "quantykube"
-	case "etcd", "postgres", "pgbouncer":
+	case "etcd", "postgres", "pgbouncer", "mysql":
 		return b
 	default:
-		t.Fatalf("%s=%q: want quantykube, postgres, pgbouncer or etcd", BackendEnv, b)
+		t.Fatalf("%s=%q: want quantykube, postgres, pgbouncer, mysql or etcd", BackendEnv, b)
 		return ""
 	}
 }
@@ -172,12 +174,20 @@ func startEtcd(t testing.TB, cfg *embed.Config) []string {
 }
 
 // startQuantyKube starts QuantyKube in-process through test/framework on a
-// fresh SQLite file (a fresh PostgreSQL database for the postgres backend),
+// fresh SQLite file (a fresh PostgreSQL or MariaDB database for the postgres,
+// pgbouncer and mysql backends),
 // as QuantyKube's own suites do. From cfg it honours the client TLS
 // settings and WatchProgressNotifyInterval.
 func startQuantyKube(t testing.TB, cfg *embed.Config) []string {
 	t.Helper()
 	b := framework.SQLite
+	if backend(t) == "mysql" {
+		// As for PostgreSQL: the server comes from scripts/conformance.sh.
+		if os.Getenv(mytest.EnvDSN) == "" {
+			t.Fatalf("%s=mysql needs %s", BackendEnv, mytest.EnvDSN)
+		}
+		b = framework.MySQL
+	}
 	if be := backend(t); be == "postgres" || be == "pgbouncer" {
 		// The suite's TestMain is upstream's, so nothing here could remove
 		// a throwaway cluster the framework started: the server comes from

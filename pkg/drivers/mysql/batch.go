@@ -1,0 +1,341 @@
+package mysql
+
+// The write batch (mvcc.Shared): the lock every replica's batches take in
+// turn, the read of the state they start from, and the writes, each sent
+// as one multi-statement query (MySQL runs a query's statements in order
+// and stops at the first that fails), in one round trip unless the
+// writes outgrow a packet.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// lockBatchSQL takes the batch lock: InnoDB locks the row an UPDATE
+// matches even when it changes nothing, until the transaction ends, so
+// batches of every replica commit one after another, each starting from
+// the revision the previous one committed.
+const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev'`
+
+// stateSQL reads, after the lock, the committed revision and floors (the
+// row with a NULL key) and the current rows of the batch's keys. The
+// writer's sessions are READ COMMITTED: the statement reads what the
+// previous batch committed.
+func stateSQL(n int) string {
+	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0, 0"
+	if n > 0 {
+		q += "\nUNION ALL SELECT c.`key`, (SELECT l.value FROM log l WHERE l.`key` = c.`key` AND l.rev = c.mod_rev), 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", n-1) + ")"
+	}
+	return q
+}
+
+func keyArgs(keys [][]byte) []any {
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
+}
+
+// LockBatch takes the lock and reads the state, in one round trip.
+func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+	rows, err := q.QueryContext(ctx, lockBatchSQL+";\n"+stateSQL(len(keys)), keyArgs(keys)...)
+	if err != nil {
+		return mvcc.BatchStart{}, nil, err
+	}
+	defer rows.Close()
+	return scanState(rows)
+}
+
+// BeginBatch begins the transaction, takes the lock and reads the state
+// in one round trip.
+func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+	rows, err := conn.QueryContext(ctx, "START TRANSACTION;\n"+lockBatchSQL+";\n"+stateSQL(len(keys)), keyArgs(keys)...)
+	if err != nil {
+		return mvcc.BatchStart{}, nil, err
+	}
+	defer rows.Close()
+	return scanState(rows)
+}
+
+func scanState(rows *sql.Rows) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
+	var st mvcc.BatchStart
+	var kvs []*mvccpb.KeyValue
+	seen := false
+	for rows.Next() {
+		kv := &mvccpb.KeyValue{}
+		var rev sql.NullInt64
+		var compact, last int64
+		if err := rows.Scan(&kv.Key, &kv.Value, &rev, &compact, &last, &kv.Version, &kv.Lease); err != nil {
+			return st, nil, err
+		}
+		if kv.Key == nil {
+			st = mvcc.BatchStart{Rev: rev.Int64, Compact: compact, LastUnixMs: last}
+			seen = true
+			continue
+		}
+		kv.CreateRevision, kv.ModRevision = compact, last
+		kvs = append(kvs, kv)
+	}
+	if err := rows.Err(); err != nil {
+		return st, nil, err
+	}
+	if !seen {
+		return st, nil, errors.New("mysql: the batch read no state")
+	}
+	return st, kvs, nil
+}
+
+// WriteBatch sends the writes inside the caller's transaction.
+func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
+	var s script
+	d.addWrites(&s, w)
+	for _, p := range s.packets(d.packetBudget()) {
+		if _, err := q.ExecContext(ctx, p.sql, p.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CommitBatch sends the writes and COMMIT: one round trip unless the
+// writes outgrow a packet. A server's error (*mysql.MySQLError) means it
+// stopped at that statement, before the COMMIT that ends the last packet,
+// or refused the COMMIT: either way nothing committed. So did a failure
+// before the last packet was sent whole. A connection lost after that
+// leaves the outcome unknown.
+func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.BatchWrites) error {
+	var s script
+	if w != nil {
+		d.addWrites(&s, w)
+	}
+	s.add("COMMIT")
+	return d.send(ctx, conn, &s)
+}
+
+// CommitAssumed sends, in one round trip, BEGIN, the lock, the check of a,
+// a statement that fails when the check did (a duplicate of meta's rev
+// row), the writes and COMMIT. After a failed check the transaction is
+// still open: it is rolled back, and the check's parts read, in one more
+// round trip, to tell ErrAssumption from ErrAssumedRows.
+func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Assumption, w *mvcc.BatchWrites) error {
+	var s script
+	s.add("START TRANSACTION")
+	s.add(lockBatchSQL)
+	check := `SET @qk_meta = ((SELECT value FROM meta WHERE name = 'rev') = ? AND (SELECT value FROM meta WHERE name = 'compact') = ? AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = ?)`
+	args := []any{a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs}
+	rowsOK := "TRUE"
+	if len(a.Keys) > 0 {
+		parts := make([]string, len(a.Keys))
+		for i, k := range a.Keys {
+			parts[i] = "(SELECT COALESCE(MAX(c.mod_rev), 0) FROM current c WHERE c.`key` = ?) = ?"
+			args = append(args, k, a.ModRevs[i])
+		}
+		rowsOK = strings.Join(parts, " AND ")
+	}
+	// Two statements: one SET's assignments all read the variables as
+	// they were before it.
+	s.add(check, args[:3]...)
+	s.add("SET @qk_ok = (@qk_meta AND "+rowsOK+")", args[3:]...)
+	s.add(assumptionGuard)
+	if w != nil {
+		d.addWrites(&s, w)
+	}
+	s.add("COMMIT")
+	err := d.send(ctx, conn, &s)
+	var me *mysql.MySQLError
+	if err == nil || !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(me.Message, "'rev'") {
+		return err
+	}
+	// The guard failed: nothing was written.
+	var metaHeld sql.NullBool
+	rows, rerr := conn.QueryContext(ctx, "ROLLBACK; SELECT @qk_meta")
+	if rerr == nil {
+		if rows.Next() {
+			rerr = rows.Scan(&metaHeld)
+		}
+		if cerr := rows.Close(); rerr == nil {
+			rerr = cerr
+		}
+	}
+	missed := mvcc.ErrAssumption
+	if metaHeld.Bool {
+		missed = mvcc.ErrAssumedRows
+	}
+	if rerr != nil {
+		return fmt.Errorf("%w (the ROLLBACK after it: %v)", missed, rerr)
+	}
+	return missed
+}
+
+// assumptionGuard fails (a duplicate key) when the assumption's check
+// did: MySQL then runs none of the statements after it.
+const assumptionGuard = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE NOT @qk_ok`
+
+// send runs s's packets on conn in order and classifies a failure (see
+// CommitBatch).
+func (d *Dialect) send(ctx context.Context, conn *sql.Conn, s *script) error {
+	ps := s.packets(d.packetBudget())
+	for i, p := range ps {
+		_, err := conn.ExecContext(ctx, p.sql, p.args...)
+		if err == nil {
+			continue
+		}
+		var me *mysql.MySQLError
+		if i < len(ps)-1 || errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) {
+			return fmt.Errorf("%w: %w", mvcc.ErrRolledBack, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// packetBudget is the size a packet's statements are kept under: half the
+// server's max_allowed_packet, as the sizes are estimated before escaping.
+func (d *Dialect) packetBudget() int {
+	return int(max(d.maxPacket.Load(), minPacket) / 2)
+}
+
+// addWrites adds w's statements to s: the log rows, the current rows put
+// and deleted, and meta.
+func (d *Dialect) addWrites(s *script, w *mvcc.BatchWrites) {
+	budget := d.packetBudget()
+	const logHead = "INSERT INTO log (rev, sub, `key`, value, create_rev, version, lease, deleted, unix_ms) VALUES "
+	s.rows(logHead, "", len(w.Log), budget, func(i int) (string, []any) {
+		r := w.Log[i]
+		var value any
+		if !r.Deleted {
+			value = nonNil(r.Value)
+		}
+		deleted := 0
+		if r.Deleted {
+			deleted = 1
+		}
+		return "(?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, deleted, w.UnixMs}
+	})
+	const putHead = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
+	const putTail = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
+	s.rows(putHead, putTail, len(w.Put), budget, func(i int) (string, []any) {
+		kv := w.Put[i]
+		return "(?, ?, ?, ?, ?)", []any{kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease}
+	})
+	if len(w.Delete) > 0 {
+		s.rows("DELETE FROM current WHERE `key` IN (", ")", len(w.Delete), budget, func(i int) (string, []any) {
+			return "?", []any{w.Delete[i]}
+		})
+	}
+	switch {
+	case w.SetRev && w.SetCompact:
+		s.add(`UPDATE meta SET value = CASE name WHEN 'rev' THEN ? WHEN 'last_unix_ms' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms', 'compact')`, w.Rev, w.UnixMs, w.Compact)
+	case w.SetRev:
+		s.add(`UPDATE meta SET value = CASE name WHEN 'rev' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms')`, w.Rev, w.UnixMs)
+	case w.SetCompact:
+		s.add(`UPDATE meta SET value = ? WHERE name = 'compact'`, w.Compact)
+	}
+}
+
+// nonNil keeps an empty value from being stored as NULL, which marks a
+// deletion's row.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// script is statements to send in order.
+type script struct {
+	stmts []stmt
+}
+
+type stmt struct {
+	sql  string
+	args []any
+	size int // estimated size once the arguments are written in
+}
+
+func (s *script) add(q string, args ...any) {
+	s.stmts = append(s.stmts, stmt{sql: q, args: args, size: len(q) + argsSize(args)})
+}
+
+// rows adds head, n rows separated by commas, and tail, as several
+// statements when the rows outgrow budget.
+func (s *script) rows(head, tail string, n, budget int, row func(int) (string, []any)) {
+	var b strings.Builder
+	var args []any
+	size := 0
+	flush := func() {
+		if b.Len() == 0 {
+			return
+		}
+		s.stmts = append(s.stmts, stmt{sql: head + b.String() + tail, args: args, size: size + len(head) + len(tail)})
+		b.Reset()
+		args, size = nil, 0
+	}
+	for i := range n {
+		q, a := row(i)
+		sz := len(q) + 2 + argsSize(a)
+		if b.Len() > 0 && size+sz > budget {
+			flush()
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q)
+		args = append(args, a...)
+		size += sz
+	}
+	flush()
+}
+
+// argsSize is what the arguments may take once written into the text: a
+// byte string escaped, at worst twice its length, with its quotes.
+func argsSize(args []any) int {
+	n := 0
+	for _, a := range args {
+		if b, ok := a.([]byte); ok {
+			n += 2*len(b) + 10
+		} else {
+			n += 21
+		}
+	}
+	return n
+}
+
+type packet struct {
+	sql  string
+	args []any
+}
+
+// packets groups the statements, in order, into multi-statement queries
+// of at most budget estimated bytes (a statement larger than that alone).
+func (s *script) packets(budget int) []packet {
+	var out []packet
+	var cur packet
+	size := 0
+	for _, st := range s.stmts {
+		if cur.sql != "" && size+st.size > budget {
+			out = append(out, cur)
+			cur, size = packet{}, 0
+		}
+		if cur.sql != "" {
+			cur.sql += ";\n"
+		}
+		cur.sql += st.sql
+		cur.args = append(cur.args, st.args...)
+		size += st.size + 2
+	}
+	if cur.sql != "" {
+		out = append(out, cur)
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package mysql
+
+// What replicas on one database share besides the write batch: the
+// migration and import locks, the servers' rows that an import checks,
+// leases on the database's clock, and the wake-ups MySQL cannot send.
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
+)
+
+// Named locks (GET_LOCK) are the server's, not the database's: their
+// names carry the database's name, hashed to stay within MySQL's 64
+// characters. A named lock belongs to a session; the connections the
+// dialect opens release a lock taken in a transaction when it ends
+// (conn.releaseLocks), so they last as long as PostgreSQL's
+// transaction-scoped advisory locks, and a crashed process's go with its
+// session.
+const (
+	migrateLock = `CONCAT('quantykube/migrate/', MD5(DATABASE()))`
+	importLock  = `CONCAT('quantykube/import/', MD5(DATABASE()))`
+)
+
+// migrateWait bounds the wait for another process's migration.
+const migrateWait = 60
+
+// LockMigrate serializes migrations, and refuses to open a store an import
+// is writing (LockImport holds its lock): loaded mid-import, the server
+// would answer from the empty store. The session that holds the import's
+// lock passes, as the import migrates the store itself.
+func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
+	var got sql.NullInt64
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, migrateWait)).Scan(&got); err != nil {
+		return fmt.Errorf("lock %s for migration: %w", d.where(), err)
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("lock %s for migration: another process held the lock for %d s", d.where(), migrateWait)
+	}
+	var free bool
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(IS_USED_LOCK(`+importLock+`) = CONNECTION_ID(), TRUE)`).Scan(&free); err != nil {
+		return fmt.Errorf("lock %s for migration: %w", d.where(), err)
+	}
+	if !free {
+		return fmt.Errorf("an import into %s is running: start the server once it has ended", d.where())
+	}
+	return nil
+}
+
+// LockImport takes the import lock for the import's transaction, and
+// fails while a server's row in meta has not expired (Announce): MySQL
+// has no shared lock a server could hold for as long as it runs. A server
+// opening the store meanwhile is refused (LockMigrate).
+func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
+	var got sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT GET_LOCK(`+importLock+`, 0)`).Scan(&got); err != nil {
+		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("another import into %s is running", d.where())
+	}
+	var hasMeta int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'meta'`).Scan(&hasMeta); err != nil {
+		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
+	}
+	if hasMeta == 0 {
+		return nil
+	}
+	var n, left int64
+	if err := tx.QueryRowContext(ctx, serverRowsLiveSQL).Scan(&n, &left); err != nil {
+		return fmt.Errorf("reading the servers' rows in %s: %w", d.where(), err)
+	}
+	if n > 0 {
+		return fmt.Errorf("a QuantyKube server is connected to %s (%d renewed their row in meta within %v): stop every replica before importing; a server that crashed lets go %d s from now",
+			d.where(), n, serverExpiry, left)
+	}
+	return nil
+}
+
+// Notify sends nothing: MySQL has no notifications, and the other
+// replicas poll (Listen).
+func (d *Dialect) Notify(context.Context, mvcc.Execer, string) error { return nil }
+
+// Listen answers at once that notifications cannot arrive: the tailer
+// then reads the database every second (mvcc's tailPoll) for the other
+// replicas' commits, lease changes and retention floors.
+func (d *Dialect) Listen(context.Context, func(bool), func(string)) error {
+	return fmt.Errorf("%w: MySQL and MariaDB have no LISTEN/NOTIFY (the other replicas' commits are read by polling; --datastore-listen-endpoint is PostgreSQL's)", mvcc.ErrNoNotifications)
+}
+
+func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []mvcc.LeaseRow
+	for rows.Next() {
+		var r mvcc.LeaseRow
+		if err := rows.Scan(&r.ID, &r.TTL, &r.RemainingMs); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RenewLease renews in one statement (autocommitted) and reads the TTL
+// in the same round trip: ROW_COUNT() is the rows the UPDATE matched
+// (ClientFoundRows). Nothing is notified: the other replicas read the
+// lease table when they poll.
+func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, _ string) (int64, bool, error) {
+	rows, err := db.QueryContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs+` WHERE id = ? AND renewed_ms + ttl * 1000 > `+nowMs+`;
+		SELECT ttl FROM leases WHERE id = ? AND ROW_COUNT() > 0`, id, id)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	var ttl int64
+	ok := rows.Next()
+	if ok {
+		if err := rows.Scan(&ttl); err != nil {
+			return 0, false, err
+		}
+	}
+	return ttl, ok, rows.Err()
+}
+
+func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (bool, error) {
+	var expired bool
+	err := q.QueryRowContext(ctx, `SELECT renewed_ms + ttl * 1000 <= `+nowMs+` FROM leases WHERE id = ? FOR UPDATE`, id).Scan(&expired)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return expired, err
+}
+
+func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs)
+	return err
+}
+
+// A server keeps a row in meta, server/<id>, whose value is its expiry on
+// the database's clock, renewed every serverRenew; LockImport refuses
+// while any has not expired. One statement every serverRenew per replica.
+const (
+	serverRenew = 10 * time.Second
+	// serverExpiry outlasts two missed renewals.
+	serverExpiry = 30 * time.Second
+	// serverRowsKept: an expired row (a server that crashed) is removed by
+	// the next server to start once it is this old.
+	serverRowsKept = time.Hour
+)
+
+// serverRowPrefix starts the rows' names in meta; the engine reads only
+// the names it knows, and leaves these alone.
+const serverRowPrefix = "server/"
+
+func newServerID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// serverRowsLiveSQL counts the servers whose rows have not expired, and
+// the seconds the latest has left.
+var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) DIV 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
+	nowMs, serverRowPrefix, nowMs)
+
+// Announce writes this server's row in meta and renews it every
+// serverRenew until ctx ends; then it removes the row, so that an import
+// need not wait for it to expire. A failed renewal is retried at the next
+// tick: the row outlasts two.
+func (d *Dialect) Announce(ctx context.Context) {
+	name := serverRowPrefix + d.serverID
+	c, err := mysql.NewConnector(d.cfg)
+	if err != nil {
+		return
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(cctx, `DELETE FROM meta WHERE name = ?`, name)
+	}()
+	upsert := fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, %s + %d) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs, serverExpiry.Milliseconds())
+	first := true
+	for {
+		q := upsert
+		if first {
+			q = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d; `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + q
+		}
+		if _, err := db.ExecContext(ctx, q, name); err == nil {
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(serverRenew):
+		}
+	}
+}
