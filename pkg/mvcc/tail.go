@@ -97,7 +97,7 @@ func (t *tailer) start() {
 		defer close(listenDone)
 		if err := t.sh.Listen(ctx, t.connected, t.notified); err != nil {
 			// The tailer polls while nothing listens: now for good.
-			t.s.log.Warn("following the other replicas by reading the database every "+tailPoll.String()+" instead of by notification; a direct connection for LISTEN (--datastore-listen-endpoint) brings their commits at once", "err", err)
+			t.s.log.Warn("following the other replicas by reading the database every "+tailPoll.String()+" instead of by notification", "why", err)
 		}
 	}()
 	go func() {

@@ -110,7 +110,8 @@ func (d *Dialect) probe(ctx context.Context, conn *pgx.Conn) error {
 		n, err := conn.WaitForNotification(wctx)
 		switch {
 		case err != nil && ctx.Err() == nil && wctx.Err() != nil:
-			return fmt.Errorf("%w: LISTEN on %s received no notification in %v", mvcc.ErrNoNotifications, d.listenWhere(), probeTimeout)
+			return fmt.Errorf("%w: LISTEN on %s received no notification in %v (a pooler in transaction mode?); a direct connection for LISTEN (--datastore-listen-endpoint) brings the other replicas' commits at once",
+				mvcc.ErrNoNotifications, d.listenWhere(), probeTimeout)
 		case err != nil:
 			return err
 		case n.Channel == probeChannel:
