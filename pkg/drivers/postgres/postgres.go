@@ -430,9 +430,8 @@ func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
 // taken through a pooler in transaction mode would stay with a server
 // connection after the import, and refuse every server for as long as that
 // connection lived. A server whose LISTEN connection does not hold the
-// lock (the moment between opening the store and listening, a reconnect,
-// or a connection without notifications, ADR-026) is not seen: the
-// import's check that the target is empty is what remains then.
+// lock (a reconnect, or a connection without notifications behind a
+// pooler, ADR-026) is seen by its unexpired row in meta (serverrow.go).
 func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 	var ok bool
 	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
