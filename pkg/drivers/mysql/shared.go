@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -97,20 +98,7 @@ func (d *Dialect) Listen(context.Context, func(bool), func(string)) error {
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []mvcc.LeaseRow
-	for rows.Next() {
-		var r mvcc.LeaseRow
-		if err := rows.Scan(&r.ID, &r.TTL, &r.RemainingMs); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return generic.Leases(ctx, db, nowMs)
 }
 
 // RenewLease renews in one statement (autocommitted) and reads the TTL

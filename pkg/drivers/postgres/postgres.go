@@ -365,20 +365,7 @@ func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload s
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []mvcc.LeaseRow
-	for rows.Next() {
-		var r mvcc.LeaseRow
-		if err := rows.Scan(&r.ID, &r.TTL, &r.RemainingMs); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return generic.Leases(ctx, db, nowMs)
 }
 
 func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify string) (int64, bool, error) {
