@@ -55,8 +55,10 @@ func TestChaos(t *testing.T) {
 		{"power cut, SQLite --sqlite-plain-wal", func(t *testing.T) row { return powerCut(t, 10, false, "--sqlite-plain-wal") }},
 		{"power cut, SQLite synchronous=NORMAL (negative control)", func(t *testing.T) row { return powerCut(t, 3, true) }},
 		{"kill -9, SQLite", killSQLite},
-		{"kill -9 of one of two replicas, PostgreSQL", killReplica},
+		{"kill -9 of one of two replicas, PostgreSQL", func(t *testing.T) row { return killReplica(t, framework.Postgres) }},
 		{"PostgreSQL stopped hard and restarted, two replicas", postgresRestart},
+		{"kill -9 of one of two replicas, MariaDB", func(t *testing.T) row { return killReplica(t, framework.MySQL) }},
+		{"MariaDB killed and restarted, two replicas", mariadbRestart},
 		{"PostgreSQL failover to a synchronous standby, two replicas", syncFailover},
 		{"disk full, SQLite", diskFull},
 		{"PostgreSQL connections reset mid-batch, two replicas", connectionCut},
@@ -350,8 +352,9 @@ func killSQLite(t *testing.T) row {
 	return judge(t, r, violations, lost)
 }
 
-func killReplica(t *testing.T) row {
-	x := framework.Start(t, framework.Postgres, framework.Options{Process: true, Replicas: 2})
+// killReplica kills either of two replicas on b's database in turn.
+func killReplica(t *testing.T, b framework.Backend) row {
+	x := framework.Start(t, b, framework.Options{Process: true, Replicas: 2})
 	r, violations, lost := scenario(t, x, 4, func(t *testing.T, round int, rec *lin.Recorder) {
 		i := round % 2
 		x.KillReplica(t, i)
@@ -371,6 +374,25 @@ func postgresRestart(t *testing.T) row {
 		}
 		time.Sleep(2 * time.Second)
 		if err := cluster.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return judge(t, r, violations, lost)
+}
+
+// mariadbRestart kills MariaDB (SIGKILL: InnoDB recovers from its redo
+// log at the next start) under two replicas' load and starts it again.
+func mariadbRestart(t *testing.T) row {
+	in := framework.MySQLInstance(t)
+	x := framework.Start(t, framework.MySQL, framework.Options{Process: true, Replicas: 2})
+	r, violations, lost := scenario(t, x, 3, func(t *testing.T, round int, rec *lin.Recorder) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := in.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := in.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})

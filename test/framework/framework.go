@@ -52,14 +52,15 @@ const (
 )
 
 var (
-	// All is every backend: QuantyKube on each database, and etcd.
-	All = []Backend{SQLite, Postgres, Etcd}
+	// All is QuantyKube on each database it serves, and etcd (WithPooler
+	// adds PostgreSQL behind PgBouncer).
+	All = []Backend{SQLite, Postgres, MySQL, Etcd}
 	// QuantyKube is QuantyKube's backends only, for what etcd does not have
 	// (History, retention, replicas) or does differently on purpose.
 	QuantyKube = []Backend{SQLite, Postgres, MySQL}
-	// WithPooler is All and QuantyKube through PgBouncer, and on MariaDB,
-	// for the suites that must also hold behind a pooler and on every
-	// database (test/integration).
+	// WithPooler is All and QuantyKube on PostgreSQL through PgBouncer,
+	// for the suites that must also hold behind a pooler
+	// (test/integration).
 	WithPooler = []Backend{SQLite, Postgres, PgBouncer, MySQL, Etcd}
 	// OnPostgres is QuantyKube on PostgreSQL, directly and through
 	// PgBouncer (test/replica).

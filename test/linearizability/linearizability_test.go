@@ -55,14 +55,14 @@ func mustPass(t *testing.T, h *History) *Report {
 }
 
 // TestLinearizable records a run on each backend and checks it: QuantyKube
-// on SQLite, two QuantyKube replicas on one PostgreSQL database (clients
-// and watchers spread over both), and etcd itself, which shows the checker
-// does not flag what etcd does.
+// on SQLite, two QuantyKube replicas on one PostgreSQL database and two on
+// one MariaDB database (clients and watchers spread over both), and etcd
+// itself, which shows the checker does not flag what etcd does.
 func TestLinearizable(t *testing.T) {
 	framework.Run(t, framework.All, func(t *testing.T, b framework.Backend) {
 		t.Parallel()
 		o := framework.Options{}
-		if b == framework.Postgres {
+		if b.IsShared() {
 			o = framework.Options{Process: true, Replicas: 2}
 		}
 		x := framework.Start(t, b, o)

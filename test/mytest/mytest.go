@@ -204,13 +204,15 @@ func (in *Instance) pidFile() string {
 // Start starts the server (again) and waits until it accepts connections.
 // The settings are those the docs ask of a server QuantyKube uses
 // (docs/mysql.md): max_allowed_packet above etcd's largest request, and
-// durable commits, which the crash tests rely on.
+// commits durable once acknowledged (innodb_flush_log_at_trx_commit) and
+// once visible to other sessions (the binary log, synced at each commit),
+// which the crash tests rely on.
 func (in *Instance) Start(ctx context.Context) error {
 	args := []string{"--no-defaults", "--datadir=" + in.data(), "--socket=" + in.socket(),
 		"--port=" + strconv.Itoa(in.Port), "--bind-address=127.0.0.1", "--pid-file=" + in.pidFile(),
 		"--log-error=" + filepath.Join(in.Dir, "error.log"), "--skip-name-resolve",
 		"--max-connections=600", "--max-allowed-packet=64M", "--innodb-buffer-pool-size=128M",
-		"--innodb-log-file-size=64M", "--innodb-flush-log-at-trx-commit=1", "--sync-binlog=0",
+		"--innodb-log-file-size=64M", "--innodb-flush-log-at-trx-commit=1", "--log-bin=" + filepath.Join(in.Dir, "binlog"), "--sync-binlog=1", "--binlog-format=ROW",
 		"--performance-schema=OFF", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin"}
 	if in.tls {
 		args = append(args, "--ssl-ca="+filepath.Join(in.Dir, "ca.pem"), "--ssl-cert="+filepath.Join(in.Dir, "server.pem"),

@@ -95,3 +95,25 @@ func TestScriptPackets(t *testing.T) {
 		t.Errorf("packets %q with %d arguments", all, n)
 	}
 }
+
+// TestDurabilityGap: only the settings under which a commit is durable
+// once another session can see it pass without a warning.
+func TestDurabilityGap(t *testing.T) {
+	for _, tc := range []struct {
+		logBin      bool
+		sync, flush int64
+		warn        string
+	}{
+		{true, 1, 1, ""},
+		{false, 0, 1, "binary log is off"},
+		{true, 0, 1, "sync_binlog = 0"},
+		{true, 100, 1, "sync_binlog = 100"},
+		{true, 1, 2, "innodb_flush_log_at_trx_commit = 2"},
+		{false, 0, 0, "innodb_flush_log_at_trx_commit = 0"},
+	} {
+		got := durabilityGap(tc.logBin, tc.sync, tc.flush)
+		if (tc.warn == "") != (got == "") || !strings.Contains(got, tc.warn) {
+			t.Errorf("log_bin %v, sync_binlog %d, flush %d: %q, want one naming %q", tc.logBin, tc.sync, tc.flush, got, tc.warn)
+		}
+	}
+}
