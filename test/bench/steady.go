@@ -410,8 +410,8 @@ func printSteady(w io.Writer, runs []*extraRun[*steadyResult], sc steadyConfig) 
 	}
 	fmt.Fprintf(w, "Updates of %d existing keys of %d bytes, each kube-apiserver's GuaranteedUpdate (a Txn: put if mod_revision is unchanged, else get), issued on an open-loop schedule, each by its own goroutine when due, on one connection; %v warm-up, then %v measured per rate%s. Server CPU (user + system, /proc/PID/stat) and the harness's over the window, per update answered; latency from each update's due time; RSS at the window's end and its peak (VmHWM reset at its start). Sync: fdatasync of a 4 KiB overwrite in the data directory's file system just before the phase (p50 / p99 of up to %d). One row per round: the rounds alternate the targets' order.\n\n",
 		sc.keys, sc.valueSize, sc.warmup, sc.window, watch, syncProbes)
-	fmt.Fprintln(w, "| round (position) | target | rate /s | watch | updates | stale | server CPU per update | harness CPU per update | p50 | p99 | RSS (peak) | sync p50 / p99 | load |")
-	fmt.Fprintln(w, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| round (position) | target | rate /s | watch | updates | stale | failed or dropped | server CPU per update | harness CPU per update | p50 | p99 | RSS (peak) | sync p50 / p99 | load |")
+	fmt.Fprintln(w, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for r := 1; r <= maxSteadyRound(runs); r++ {
 		for pos, i := range roundOrder(len(runs), r) {
 			res := steadyRound(runs[i], r)
@@ -419,8 +419,8 @@ func printSteady(w io.Writer, runs []*extraRun[*steadyResult], sc steadyConfig) 
 				continue
 			}
 			for _, p := range res.phases {
-				fmt.Fprintf(w, "| %d (%d) | %s | %d | %s | %d | %d | %.0f µs | %.0f µs | %s | %s | %s (%s) | %s / %s | %s |\n",
-					r, pos+1, runs[i].t.name, p.rate, map[bool]string{true: "yes", false: "no"}[p.watched], p.updates, p.stale,
+				fmt.Fprintf(w, "| %d (%d) | %s | %d | %s | %d | %d | %d | %.0f µs | %.0f µs | %s | %s | %s (%s) | %s / %s | %s |\n",
+					r, pos+1, runs[i].t.name, p.rate, map[bool]string{true: "yes", false: "no"}[p.watched], p.updates, p.stale, p.errs,
 					perUpdate(p.cpu, p.updates), perUpdate(p.harness, p.updates), fmtSec(pct(p.lat, 0.5).Seconds()), fmtSec(pct(p.lat, 0.99).Seconds()),
 					fmtMB(p.mem.rss), fmtMB(p.mem.hwm), fmtSec(p.sync.p50.Seconds()), fmtSec(p.sync.p99.Seconds()), p.load)
 			}
