@@ -86,6 +86,9 @@ type directBatcher struct {
 	// checkpoint racing the writer's commits never leaves behind.
 	tick   chan struct{}
 	tickAt time.Time
+	// uncopied counts the changes committed since the last background
+	// checkpoint started.
+	uncopied int
 
 	// rowReads counts the current rows read one at a time, which a batch
 	// without a live index should not need (tests).
@@ -117,6 +120,19 @@ const (
 	checkpointPerChange = 2 * time.Millisecond
 	checkpointMin       = 20 * time.Millisecond
 	checkpointMax       = 50 * time.Millisecond
+)
+
+// A background checkpoint also waits for checkpointChanges changes to copy,
+// or for checkpointLongest to pass. Each one syncs the database file: at a
+// steady 50 updates/s, one per commit doubled the syncs and the server's CPU
+// per update went mostly to them and to the runtime waking around them
+// (docs/benchmarks/steady-rate-cpu.md). Under the loads checkpointEvery was
+// tuned for, this many changes commit within its 20 ms, and it alone
+// decides. 32 changes of 2 KiB values are about 200 WAL pages: the copy, and
+// the sync the writer's commits wait behind, stay small.
+const (
+	checkpointChanges = 32
+	checkpointLongest = time.Second
 )
 
 // bulkBytes is how many bytes of deleted rows make a batch bulk: their
@@ -250,9 +266,12 @@ func (b *directBatcher) checkpointBehind() {
 }
 
 // checkpointSoon starts a background checkpoint after an ordinary commit,
-// unless one is running or the last one started less than
-// checkpointEvery(changes) ago, changes being the batch's.
+// unless one is running, the last one started less than
+// checkpointEvery(changes) ago (changes being the batch's), or fewer than
+// checkpointChanges changes have committed since, for less than
+// checkpointLongest.
 func (b *directBatcher) checkpointSoon(changes int) {
+	b.uncopied += changes
 	if b.tick != nil {
 		select {
 		case <-b.tick:
@@ -260,8 +279,10 @@ func (b *directBatcher) checkpointSoon(changes int) {
 			return
 		}
 	}
-	if now := b.s.opts.Now(); now.Sub(b.tickAt) >= checkpointEvery(changes) {
-		b.tickAt = now
+	now := b.s.opts.Now()
+	since := now.Sub(b.tickAt)
+	if since >= checkpointEvery(changes) && (b.uncopied >= checkpointChanges || since >= checkpointLongest) {
+		b.tickAt, b.uncopied = now, 0
 		b.tick = b.checkpointAsync(nil)
 	}
 }

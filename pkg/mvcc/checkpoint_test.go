@@ -238,8 +238,9 @@ func TestLargeDeleteWaitsForThePeriodicCheckpoint(t *testing.T) {
 
 // Ordinary commits leave most of the WAL to a background checkpoint: a
 // commit starts one when checkpointEvery has passed since the last one
-// started (20 ms after batches of one change), and never while one runs.
-// The writer's connection never turns its own checkpoint off for them.
+// started and 32 changes have committed since (or a second has passed),
+// and never while one runs. The writer's connection never turns its own
+// checkpoint off for them.
 func TestCommitsCheckpointBehind(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
@@ -270,7 +271,7 @@ func TestCommitsCheckpointBehind(t *testing.T) {
 		}
 	}
 	write()
-	clock.Advance(19 * time.Millisecond)
+	clock.Advance(999 * time.Millisecond)
 	write()
 	started(false)
 	clock.Advance(time.Millisecond)
@@ -300,6 +301,55 @@ func TestCommitsCheckpointBehind(t *testing.T) {
 	if got := c.seen(); got != "checkpoint" && got != "checkpoint checkpoint" {
 		t.Fatalf("checkpoint calls %q, want only background checkpoints", got)
 	}
+}
+
+// At a low rate a background checkpoint waits for 32 changes to copy, or
+// for a second to pass, however long its interval (ADR-033): each one
+// syncs the database file, which at one per commit doubled the syncs.
+func TestCheckpointWaitsForChanges(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	s, c := openCheckpoints(t, 1, mvcc.Options{Now: clock.Now})
+	write := func() {
+		t.Helper()
+		if _, err := s.Txn(context.Background(), &pb.TxnRequest{Success: []*pb.RequestOp{putOp([]byte("/k"), "v", 0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	none := func(after string) {
+		t.Helper()
+		select {
+		case <-c.started:
+			t.Fatalf("a background checkpoint started %s (calls %q)", after, c.seen())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	one := func(after string) {
+		t.Helper()
+		select {
+		case <-c.started:
+		case <-time.After(time.Minute):
+			t.Fatalf("no background checkpoint started %s (calls %q)", after, c.seen())
+		}
+		c.gate <- struct{}{}
+	}
+	// 50 updates a second: 20 ms apart, each past checkpointEvery.
+	for range 31 {
+		clock.Advance(20 * time.Millisecond)
+		write()
+	}
+	none("after 31 changes in 620 ms")
+	clock.Advance(20 * time.Millisecond)
+	write()
+	one("after 32 changes")
+	// Fewer changes, but a second on.
+	for range 4 {
+		clock.Advance(240 * time.Millisecond)
+		write()
+	}
+	none("after 4 changes in 960 ms")
+	clock.Advance(40 * time.Millisecond)
+	write()
+	one("a second after the last")
 }
 
 // The interval between background checkpoints follows the batch that
@@ -340,7 +390,9 @@ func TestCheckpointIntervalFollowsTheBatch(t *testing.T) {
 			phase := func(changes int) {
 				t.Helper()
 				clock.Advance(every(changes) - time.Millisecond)
-				for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+				// Enough changes for a checkpoint (32), so that the
+				// interval alone holds it back.
+				for end, written := time.Now().Add(200*time.Millisecond), 0; time.Now().Before(end) || written < 32; written += changes {
 					write(changes)
 					select {
 					case <-c.started:

@@ -51,6 +51,9 @@ type extraConfig struct {
 
 	catchupRevisions, catchupValueSize int
 	catchupWait                        time.Duration
+
+	steady      steadyConfig
+	steadyRates string // -steady-rates, parsed into steady.rates by check
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -85,7 +88,15 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.catchupRevisions, "catchup-revisions", 2000, "catchup: puts (one revision each) the watch starts before (-quick 500)")
 	flag.IntVar(&ec.catchupValueSize, "catchup-value-size", 64<<10, "catchup: bytes per value")
 	flag.DurationVar(&ec.catchupWait, "catchup-wait", time.Minute, "catchup: bound on delivering every event, from the watch's start")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s, catchup 500 revisions")
+	flag.StringVar(&ec.steadyRates, "steady-rates", "50,500", "steady: updates per second, one measured window each")
+	flag.IntVar(&ec.steady.keys, "steady-keys", 2000, "steady: keys the updates go round")
+	flag.IntVar(&ec.steady.valueSize, "steady-value-size", 2048, "steady: value bytes")
+	flag.DurationVar(&ec.steady.warmup, "steady-warmup", 10*time.Second, "steady: updates at the rate before each window, not measured (-quick 3s)")
+	flag.DurationVar(&ec.steady.window, "steady-time", time.Minute, "steady: the measured window per rate (-quick 10s)")
+	flag.BoolVar(&ec.steady.watch, "steady-watch", false, "steady: then each rate again with a watch on the prefix (prev_kv, progress notify), as kube-apiserver's watch cache")
+	flag.StringVar(&ec.steady.pprof, "steady-pprof", "", "steady: the --pprof-address given to QuantyKube in -quantykube-flags; a CPU profile of each of its windows goes into -steady-pprof-dir")
+	flag.StringVar(&ec.steady.pprofDir, "steady-pprof-dir", ".cache/bench/steady-profiles", "steady: where -steady-pprof's profiles go")
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s, catchup 500 revisions, steady 3s of warm-up and 10s measured")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		set := map[string]bool{}
@@ -115,6 +126,8 @@ func extraFlags(ec *extraConfig) func() {
 			"mixed-time":        func() { ec.mixedTime = 5 * time.Second },
 			"watchers-time":     func() { ec.watchersTime = 5 * time.Second },
 			"catchup-revisions": func() { ec.catchupRevisions = 500 },
+			"steady-warmup":     func() { ec.steady.warmup = 3 * time.Second },
+			"steady-time":       func() { ec.steady.window = 10 * time.Second },
 		}
 		for name, f := range small {
 			if !set[name] {
@@ -124,8 +137,15 @@ func extraFlags(ec *extraConfig) func() {
 	}
 }
 
-func (ec extraConfig) check() error {
+func (ec *extraConfig) check() error {
+	rates, err := parseInts(ec.steadyRates)
+	if err != nil {
+		return fmt.Errorf("-steady-rates: %w", err)
+	}
+	ec.steady.rates = rates
 	switch {
+	case ec.steady.keys < 1 || ec.steady.valueSize < 1 || ec.steady.warmup < 0 || ec.steady.window < time.Second:
+		return fmt.Errorf("steady: want keys and a value size >= 1, a warm-up >= 0 and a window >= 1s")
 	case ec.fanWatchers < 1 || ec.fanConns < 1 || ec.fanConns > ec.fanWatchers || ec.fanPuts < 1:
 		return fmt.Errorf("fanout: want watchers >= conns >= 1 and puts >= 1")
 	case ec.delKeys < 1 || ec.delClients < 1:
@@ -154,7 +174,7 @@ func (ec extraConfig) check() error {
 }
 
 // extraWorkloads are the workloads beside the table, in the order they run.
-var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup"}
+var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup", "steady"}
 
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
@@ -164,7 +184,7 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup", "steady":
 			extras = append(extras, w)
 		default:
 			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
@@ -310,6 +330,20 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				return withServer(ctx, t, fr, func(srv *server) (*catchupResult, error) { return runCatchup(ctx, srv, dbPID(t, pg), ec) })
 			})
 			print = func(w io.Writer) { printCatchup(w, runs, ec) }
+		case "steady":
+			if ec.steady.pprof != "" {
+				if err := os.MkdirAll(ec.steady.pprofDir, 0o755); err != nil {
+					return err
+				}
+			}
+			round := map[string]int{}
+			runs := eachRound(ctx, name, targets, workDir, pg, rounds, steadySkip, func(ctx context.Context, t target, fr *fresh) (*steadyResult, error) {
+				round[t.name]++
+				return withServer(ctx, t, fr, func(srv *server) (*steadyResult, error) {
+					return runSteady(ctx, t, srv, fr, round[t.name], ec.steady, ec.reqTimeout)
+				})
+			})
+			print = func(w io.Writer) { printSteady(w, runs, ec.steady) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -332,6 +366,14 @@ func withServer[R any](ctx context.Context, t target, fr *fresh, f func(*server)
 }
 
 func noSkip(target) string { return "" }
+
+// steadySkip keeps issue 40's comparison: etcd and the SQLite targets.
+func steadySkip(t target) string {
+	if t.engine != "sqlite" && t.engine != "bbolt" {
+		return "the steady comparison is etcd's and SQLite's"
+	}
+	return needsMultiOpTxn(t)
+}
 
 // needsMultiOpTxn skips kine: these workloads load their data in
 // transactions of many puts, which kine does not accept.
