@@ -32,7 +32,7 @@ func (s *Store) IndexServing() bool {
 // from the database.
 func (s *Store) FailCommitOutcome() {
 	s.staleIndex()
-	if b, ok := s.writer.b.(*directBatcher); ok {
+	if b, ok := s.writer.b.(*sqliteBatcher); ok {
 		b.uncertain = true
 	}
 }
@@ -70,7 +70,7 @@ func (s *Store) OnReleaseMemory(f func()) { s.freeOSMemory = f }
 
 // WriterRowReads is how many current rows the SQLite writer has read one
 // at a time, outside a batch's first read of the rows it names.
-func (s *Store) WriterRowReads() int64 { return s.writer.b.(*directBatcher).rowReads.Load() }
+func (s *Store) WriterRowReads() int64 { return s.writer.b.(*sqliteBatcher).rowReads.Load() }
 
 // HoldTailer keeps a replica's tailer from following the database until
 // release is called: a replica falling behind.

@@ -25,18 +25,21 @@ type RetentionRule struct {
 	MaxBytes int64
 }
 
-type atomicFloor struct {
+// lockedFloor is a rule's floor: retention raises it while History's
+// reads load it. A Floor is two words, which no atomic holds together, so
+// a mutex guards it.
+type lockedFloor struct {
 	mu sync.Mutex
 	f  Floor
 }
 
-func (a *atomicFloor) load() Floor {
+func (a *lockedFloor) load() Floor {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.f
 }
 
-func (a *atomicFloor) raise(f Floor) {
+func (a *lockedFloor) raise(f Floor) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if f.Rev > a.f.Rev {
@@ -341,7 +344,7 @@ type retentionRule struct {
 	prefix []byte // nil: the default rule, every key no other rule takes
 	retain time.Duration
 	budget *budget // nil: no byte budget
-	fl     atomicFloor
+	fl     lockedFloor
 }
 
 // report sets the rule's metrics: how far back its history reaches, and

@@ -47,7 +47,7 @@ type Options struct {
 	PruneBatch    int
 	// LiveIndexBytes budgets the live index, the in-memory index of the
 	// live keys that serves latest-revision reads (index.go, and
-	// index_shared.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
+	// index_replica.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
 	// DisableLiveIndex turns it off.
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
@@ -74,16 +74,16 @@ type Store struct {
 
 	memberID, clusterID uint64
 
-	// committed is the newest revision published to readers, compact the
+	// publishedRev is the newest revision published to readers, compact the
 	// floor Compact set, retainFloor the highest retention floor. They only
 	// rise: the publisher (publish.go, or the tailer on a shared database)
 	// raises the first two after each commit, retention the third.
-	committed   atomic.Int64
-	compact     atomic.Int64
-	retainFloor atomic.Int64
-	logStartMs  atomic.Int64 // the first commit's time, once known (history.go)
-	rules       []*retentionRule
-	pruneMu     sync.Mutex
+	publishedRev atomic.Int64
+	compact      atomic.Int64
+	retainFloor  atomic.Int64
+	logStartMs   atomic.Int64 // the first commit's time, once known (history.go)
+	rules        []*retentionRule
+	pruneMu      sync.Mutex
 	// budgeted: a rule has a byte budget; accounted is the revision its
 	// accounting has read to (budget.go). Both under pruneMu.
 	budgeted  bool
@@ -91,7 +91,7 @@ type Store struct {
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
 	// On a shared database, indexMoved is notified when the index changes
-	// and fence reads the database's revision (index_shared.go).
+	// and fence reads the database's revision (index_replica.go).
 	indexMoved notifier
 	fence      *readFence
 	// ownCommitted is the newest revision a batch of this replica's writer
@@ -110,7 +110,7 @@ type Store struct {
 	releaseMu    sync.Mutex
 	releaseLater *time.Timer
 	// background runs the work a batch leaves behind on the readers' pool
-	// (batch_direct.go's checkpoint): Close cancels bgCtx and waits for it
+	// (batch_sqlite.go's checkpoint): Close cancels bgCtx and waits for it
 	// before it closes that pool.
 	background sync.WaitGroup
 	bgCtx      context.Context
@@ -184,7 +184,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if err := s.initRules(ctx); err != nil {
 		return nil, s.abandon(err)
 	}
-	s.committed.Store(st.rev)
+	s.publishedRev.Store(st.rev)
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
 	s.hub = newHub(st.rev, opts.RingBytes, opts.RingKeepBytes, opts.Now)
@@ -209,13 +209,13 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		if !opts.DisableLiveIndex {
 			// Before the tailer starts: the index is then at or past the
 			// Hub's revision, and the tailer skips the changes it holds.
-			if err := s.openSharedIndex(ctx); err != nil {
+			if err := s.openReplicaIndex(ctx); err != nil {
 				return nil, s.abandon(err)
 			}
 		}
 		s.tail.start()
-		w.b = &bufferedBatcher{s: s, sh: sh, notify: s.tail.instance}
-		w.pub, w.timeout = s.tail, sharedBatchTimeout
+		w.b = &replicaBatcher{s: s, sh: sh, notify: s.tail.instance}
+		w.pub, w.timeout = s.tail, replicaBatchTimeout
 	} else {
 		for id, ttl := range st.leases {
 			// etcd gives every lease its full TTL again after a leader
@@ -228,7 +228,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 				return nil, s.abandon(err)
 			}
 		}
-		if w.b, err = newDirectBatcher(ctx, s, start); err != nil {
+		if w.b, err = newSQLiteBatcher(ctx, s, start); err != nil {
 			return nil, s.abandon(err)
 		}
 		w.pub = localPublisher{s: s}
@@ -239,10 +239,10 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openSharedIndex loads the live index on a shared database and sets up
+// openReplicaIndex loads the live index on a shared database and sets up
 // the read fence its reads wait on.
-func (s *Store) openSharedIndex(ctx context.Context) error {
-	c, err := s.loadSharedIndex(ctx, s.opts.LiveIndexBytes)
+func (s *Store) openReplicaIndex(ctx context.Context) error {
+	c, err := s.loadReplicaIndex(ctx, s.opts.LiveIndexBytes)
 	if err != nil {
 		return fmt.Errorf("load the live index: %w", err)
 	}
@@ -337,10 +337,11 @@ func (s *Store) MemberID() uint64  { return s.memberID }
 func (s *Store) ClusterID() uint64 { return s.clusterID }
 
 // Rev is the newest committed revision (ReadView).
-func (s *Store) Rev() int64 { return s.committed.Load() }
+func (s *Store) Rev() int64 { return s.publishedRev.Load() }
 
-// Shared reports whether other processes may write the database too.
-func (s *Store) Shared() bool { return s.tail != nil }
+// Replicated reports whether replicas share the database (a Shared
+// dialect: PostgreSQL or MySQL), so that other processes may write it too.
+func (s *Store) Replicated() bool { return s.tail != nil }
 
 // DBSize reports the database size and the part of it in use (Maintenance).
 func (s *Store) DBSize(ctx context.Context) (total, inUse int64, err error) {

@@ -70,9 +70,9 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	s.indexMoved.notify()
 }
 
-// loadSharedIndex reads the live index from one snapshot of the database,
+// loadReplicaIndex reads the live index from one snapshot of the database,
 // at the revision meta has in it. The tailer then skips what it holds.
-func (s *Store) loadSharedIndex(ctx context.Context, limit int64) (*liveIndex, error) {
+func (s *Store) loadReplicaIndex(ctx context.Context, limit int64) (*liveIndex, error) {
 	tx, done, err := s.readTx(ctx)
 	if err != nil {
 		return nil, err
@@ -99,19 +99,19 @@ func (s *Store) indexBehind(rev int64) bool {
 // first read of it may take on a large store.
 const reloadTimeout = 5 * time.Minute
 
-// reloadSharedIndex replaces a stale index (the tailer, under its lock,
+// reloadReplicaIndex replaces a stale index (the tailer, under its lock,
 // before it reads the log). Reads go to SQL while it is stale. If reading
 // it fails, the index is dropped, as when it outgrows its budget: the Hub
 // must not wait on it, and a load that failed once would cost the database
 // a full read at every catch-up.
-func (s *Store) reloadSharedIndex(ctx context.Context) {
+func (s *Store) reloadReplicaIndex(ctx context.Context) {
 	c := s.index.Load()
 	if c == nil || !c.stale {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	fresh, err := s.loadSharedIndex(ctx, c.limit)
+	fresh, err := s.loadReplicaIndex(ctx, c.limit)
 	switch {
 	case err != nil:
 		s.dropIndex(fmt.Sprintf("reading it again failed: %v", err))
@@ -123,12 +123,12 @@ func (s *Store) reloadSharedIndex(ctx context.Context) {
 	}
 }
 
-// sharedSnapshot is the index's snapshot for a Range at the latest revision
+// replicaSnapshot is the index's snapshot for a Range at the latest revision
 // on a shared database: one at or after the revision the database had when
 // the read began, unless serializable. Nil (and no error) means the index
 // does not serve (dropped, or stale until the tailer reads it again): read
 // SQL.
-func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapshot, error) {
+func (s *Store) replicaSnapshot(ctx context.Context, serializable bool) (*snapshot, error) {
 	if serializable {
 		if c := s.index.Load(); c != nil {
 			return c.pub.Load(), nil
