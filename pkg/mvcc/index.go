@@ -143,7 +143,7 @@ func (s *Store) rangeIndexed(ctx context.Context, r *pb.RangeRequest) (*RangeRes
 		return nil, false, nil
 	}
 	var snap *snapshot
-	if s.tail == nil {
+	if s.replica == nil {
 		snap = c.pub.Load()
 	} else {
 		// Another replica may have compacted past this index's revision,
@@ -256,7 +256,7 @@ func (s *Store) dropIndex(why string) {
 		c.pub.Store(nil)
 	}
 	s.index.Store(nil)
-	s.indexMoved.notify() // reads waiting for it go to SQL
+	s.indexChanged() // reads waiting for it go to SQL
 	metrics.LiveIndexBytes.Set(0)
 	s.log.Warn("live index dropped: reads at the latest revision go to the database", "reason", why)
 }

@@ -42,8 +42,8 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	case at < have:
 		s.log.Warn("the live index missed revisions; reading it again", "index", at, "from", have+1)
 		s.staleIndex()
-		s.indexMoved.notify()
-		s.tail.need(readLog)
+		s.replica.indexMoved.notify()
+		s.replica.tail.need(readLog)
 		return
 	}
 	if at > have || fromLog {
@@ -67,7 +67,7 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	if !c.apply(to, evs) {
 		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.bytes, c.limit))
 	}
-	s.indexMoved.notify()
+	s.replica.indexMoved.notify()
 }
 
 // loadReplicaIndex reads the live index from one snapshot of the database,
@@ -119,7 +119,7 @@ func (s *Store) reloadReplicaIndex(ctx context.Context) {
 		s.dropIndex(fmt.Sprintf("the live keys outgrew the live index budget (%d bytes)", c.limit))
 	default:
 		s.index.Store(fresh)
-		s.indexMoved.notify()
+		s.replica.indexMoved.notify()
 	}
 }
 
@@ -136,7 +136,7 @@ func (s *Store) replicaSnapshot(ctx context.Context, serializable bool) (*snapsh
 		return nil, nil
 	}
 	seen := s.seenRev() // before the fence's query, which covers it
-	rev, err := s.fence.wait(ctx)
+	rev, err := s.replica.fence.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -146,12 +146,12 @@ func (s *Store) replicaSnapshot(ctx context.Context, serializable bool) (*snapsh
 		if err := s.followLoss(); err != nil {
 			return nil, err
 		}
-		if rev, err = s.fence.wait(ctx); err != nil {
+		if rev, err = s.replica.fence.wait(ctx); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		moved := s.indexMoved.wait()
+		moved := s.replica.indexMoved.wait()
 		c := s.index.Load()
 		if c == nil {
 			return nil, nil
@@ -168,15 +168,15 @@ func (s *Store) replicaSnapshot(ctx context.Context, serializable bool) (*snapsh
 		// query per read under mixed load. Another replica's batch is the
 		// tailer's.
 		nudge := fenceNudge
-		if rev > s.ownCommitted.Load() {
-			s.tail.need(readLog)
+		if rev > s.replica.ownRev.Load() {
+			s.replica.tail.need(readLog)
 			nudge = 0
 		}
 		switch waitMoved(ctx, moved, nudge) {
 		case waitEnded:
 			return nil, ctx.Err()
 		case waitTimedOut:
-			s.tail.need(readLog) // a safety net: the publish did not come
+			s.replica.tail.need(readLog) // a safety net: the publish did not come
 		}
 	}
 }

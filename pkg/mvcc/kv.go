@@ -7,8 +7,9 @@
 // The interfaces below are the contract the servers depend on; *Store
 // implements all of them. Files are one concern each. Where the databases
 // differ, the file says which it serves: _sqlite files run only where this
-// process is the database's one writer (SQLite), _replica files and tail.go
-// only where replicas share it (PostgreSQL, MySQL: a Shared dialect).
+// process is the database's one writer (SQLite), replica files and tail.go
+// only where replicas share it (PostgreSQL, MySQL: a Shared dialect), and
+// the store's fields for them sit behind Store.replica, nil on SQLite.
 //
 //	kv.go                    the interfaces (this file)
 //	store.go                 Store, Options, Open and Close
@@ -23,6 +24,7 @@
 //	txn.go                   Txn evaluation over a batch's state
 //	txn_check.go             etcd's static checks of a request
 //	publish.go               making a committed batch visible (one writer)
+//	replica.go               what a store keeps only where replicas share the database
 //	tail.go                  following the log that replicas write
 //	range.go                 Range and Count
 //	range_sql.go             the SQL a Range runs when the live index cannot answer

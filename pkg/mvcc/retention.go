@@ -324,10 +324,10 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`), f.Rev, f.Rev); err != nil {
 		return 0, false, err
 	}
-	if s.tail != nil && f.Rev > was {
+	if r := s.replica; r != nil && f.Rev > was {
 		// The other replicas' floors follow this notification only
 		// (tail.go); it is sent at commit.
-		if err := s.tail.sh.Notify(ctx, tx, s.tail.instance+notifyFloor); err != nil {
+		if err := r.tail.sh.Notify(ctx, tx, r.tail.instance+notifyFloor); err != nil {
 			return 0, false, err
 		}
 	}

@@ -232,13 +232,13 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.s.Replicated() {
+	if r := w.s.replica; r != nil {
 		if c.rev != c.startRev {
 			// Reads waiting for these revisions leave them to this publish
 			// rather than wake the tailer (index_replica.go). A batch that
 			// took none read the database's revision, which may be another
 			// replica's: that one is the tailer's.
-			storeMax(&w.s.ownCommitted, c.rev)
+			storeMax(&r.ownRev, c.rev)
 		}
 		// The tailer may read back what other replicas committed before
 		// this batch, or hold the publisher while it reads: a wait on the
