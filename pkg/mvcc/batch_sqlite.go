@@ -19,13 +19,12 @@ import (
 // rows come from the live index when it serves, or else from one read of
 // every key the batch names, before its first request.
 
-// The SQLite batch's statements, prepared once on the writer's connection.
+// The SQLite batch's statements (with batch.go's shared ones), prepared
+// once on the writer's connection. This path runs only where this process
+// is the database's one writer, SQLite, so its statements may use what
+// only SQLite accepts (sqlInsertDeletes' OR FAIL).
 const (
-	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
-	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
 	sqlSetCompact    = `UPDATE meta SET value = ? WHERE name = 'compact'`
-	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
-	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
 	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
 	sqlUpsertCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
