@@ -348,7 +348,7 @@ func (s *Server) ETCDConfig() ETCDConfig {
 	return ETCDConfig{
 		Endpoints:   []string{s.url},
 		TLSConfig:   tls.Config{CAFile: s.cfg.ServerTLSConfig.CAFile},
-		LeaderElect: s.store.Shared(),
+		LeaderElect: s.store.Replicated(),
 	}
 }
 

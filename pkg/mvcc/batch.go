@@ -6,10 +6,19 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
+// Statements that more than one path runs (the SQLite batch, Range's
+// read of one key, an import): SQL every dialect accepts.
+const (
+	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
+	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
+	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
+	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
+)
+
 // batcher opens the transaction of each write batch. Which one a store
-// uses is decided once, when it opens: a directBatcher where this process
-// is the only writer (SQLite), a bufferedBatcher where replicas share the
-// database (PostgreSQL). The writer and the evaluation of requests see
+// uses is decided once, when it opens: a sqliteBatcher where this process
+// is the only writer (SQLite), a replicaBatcher where replicas share the
+// database (PostgreSQL or MySQL). The writer and the evaluation of requests see
 // only the interfaces below.
 type batcher interface {
 	// begin opens the transaction of a batch of reqs (a batcher may read
@@ -51,7 +60,7 @@ type batchTx interface {
 }
 
 // rangeDeleter is a batchTx that deletes a range of keys in a few
-// statements instead of two per key (delete_direct.go). done is false when
+// statements instead of two per key (delete_sqlite.go). done is false when
 // it cannot here: the caller scans the range and deletes key by key.
 type rangeDeleter interface {
 	// deleteRange deletes every current row in kr as changes sub, sub+1,

@@ -102,7 +102,7 @@ func TestDeleteRangeInBatch(t *testing.T) {
 }
 
 // A range delete of GoneMin keys or more records its range instead of each
-// key (delete_direct.go): the requests after it in its batch still find
+// key (delete_sqlite.go): the requests after it in its batch still find
 // every key in it deleted, those the batch created before it too, and
 // find again those they create; with two such ranges, one unbounded.
 func TestLargeDeleteRangeInBatch(t *testing.T) {

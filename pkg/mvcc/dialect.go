@@ -46,7 +46,7 @@ type Dialect interface {
 // copies what is left after its own commits, which makes the commit's
 // caller wait for it but lets the log start over (ADR-015). After a batch
 // that wrote a large log (a DeleteRange of many keys) the writer leaves
-// the whole copy to the other connection (batch_direct.go).
+// the whole copy to the other connection (batch_sqlite.go).
 type Checkpointer interface {
 	// AutoCheckpoint turns the copy after each commit on or off for the
 	// connection ex runs on (the writer's transaction).
@@ -89,7 +89,7 @@ type LazyRows interface {
 //     statement, pipelined with the COMMIT, which also wakes the other
 //     replicas: a batch that reads nothing else costs two round trips;
 //   - a batch that can assume what it would read (the writer remembers its
-//     rows, batch_assume.go) is one round trip instead: CommitAssumed
+//     rows, batch_replica_assume.go) is one round trip instead: CommitAssumed
 //     begins, locks, checks the assumption, writes and commits in one
 //     pipeline;
 //   - a tailer goroutine feeds the Hub from the log table in revision order,
@@ -220,7 +220,7 @@ var ErrRolledBack = errors.New("the batch was rolled back")
 
 // ErrAssumption is the answer to a batch that found the database not
 // holding what it assumed, at its commit (CommitAssumed) or when it began
-// its transaction after all (batch_assume.go): nothing was written, and
+// its transaction after all (batch_replica_assume.go): nothing was written, and
 // the batch must run again from what the database holds.
 var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last read it", ErrRolledBack)
 
@@ -231,7 +231,7 @@ var ErrAssumption = fmt.Errorf("%w: the database changed since this replica last
 var ErrAssumedRows = fmt.Errorf("%w: a key's row was not what the batch assumed", ErrAssumption)
 
 // Assumption is what a write batch evaluated without reading the
-// database took it to hold (batch_assume.go): the committed state as
+// database took it to hold (batch_replica_assume.go): the committed state as
 // this replica's last batch left it, and the mod_revision of each key's
 // current row that the batch read (0: absent). A row's mod_revision names
 // all of it, since a revision changes a key at most once.

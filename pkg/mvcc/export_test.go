@@ -32,7 +32,7 @@ func (s *Store) IndexServing() bool {
 // from the database.
 func (s *Store) FailCommitOutcome() {
 	s.staleIndex()
-	if b, ok := s.writer.b.(*directBatcher); ok {
+	if b, ok := s.writer.b.(*sqliteBatcher); ok {
 		b.uncertain = true
 	}
 }
@@ -70,13 +70,13 @@ func (s *Store) OnReleaseMemory(f func()) { s.freeOSMemory = f }
 
 // WriterRowReads is how many current rows the SQLite writer has read one
 // at a time, outside a batch's first read of the rows it names.
-func (s *Store) WriterRowReads() int64 { return s.writer.b.(*directBatcher).rowReads.Load() }
+func (s *Store) WriterRowReads() int64 { return s.writer.b.(*sqliteBatcher).rowReads.Load() }
 
 // HoldTailer keeps a replica's tailer from following the database until
 // release is called: a replica falling behind.
 func (s *Store) HoldTailer() (release func()) {
-	s.tail.mu.Lock()
-	return s.tail.mu.Unlock
+	s.replica.tail.mu.Lock()
+	return s.replica.tail.mu.Unlock
 }
 
 // SetTailPoll sets how often the tailers of the stores opened from now on
@@ -91,7 +91,7 @@ func SetTailPoll(d time.Duration) (restore func()) {
 
 // TailListening is whether a replica's tailer knows its LISTEN connection
 // to be up.
-func (s *Store) TailListening() bool { return s.tail.listening.Load() }
+func (s *Store) TailListening() bool { return s.replica.tail.listening.Load() }
 
 // SetNarrowRange sets how many changes a range may hold to be read through
 // its keys (logpage.go) until the returned func puts it back: 0 reads

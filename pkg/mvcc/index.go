@@ -25,7 +25,7 @@ import (
 // batch's revision before it answers anyone, so a read that starts after an
 // acknowledged write sees it. On PostgreSQL it is the tailer, which applies
 // every replica's batches in revision order, and reads wait for the index
-// to reach the database's revision (index_shared.go). A snapshot is never
+// to reach the database's revision (index_replica.go). A snapshot is never
 // written after it is published.
 //
 // It is all or nothing: it answers a range only by holding every key there
@@ -143,7 +143,7 @@ func (s *Store) rangeIndexed(ctx context.Context, r *pb.RangeRequest) (*RangeRes
 		return nil, false, nil
 	}
 	var snap *snapshot
-	if s.tail == nil {
+	if s.replica == nil {
 		snap = c.pub.Load()
 	} else {
 		// Another replica may have compacted past this index's revision,
@@ -153,7 +153,7 @@ func (s *Store) rangeIndexed(ctx context.Context, r *pb.RangeRequest) (*RangeRes
 			return nil, false, nil
 		}
 		var err error
-		if snap, err = s.sharedSnapshot(ctx, r.Serializable); err != nil {
+		if snap, err = s.replicaSnapshot(ctx, r.Serializable); err != nil {
 			return nil, true, err
 		}
 	}
@@ -222,8 +222,8 @@ func (s *Store) indexBatch(rev int64, evs []*Event) {
 // staleIndex stops the live index serving after a commit whose outcome is
 // unknown (the database may hold a state it lacks), or once it was found
 // out of step with the database. On SQLite the next batch reads it again
-// (batch_direct.go), on PostgreSQL the tailer's next catch-up
-// (index_shared.go).
+// (batch_sqlite.go), on PostgreSQL the tailer's next catch-up
+// (index_replica.go).
 func (s *Store) staleIndex() {
 	if c := s.index.Load(); c != nil {
 		c.stale = true
@@ -256,7 +256,7 @@ func (s *Store) dropIndex(why string) {
 		c.pub.Store(nil)
 	}
 	s.index.Store(nil)
-	s.indexMoved.notify() // reads waiting for it go to SQL
+	s.indexChanged() // reads waiting for it go to SQL
 	metrics.LiveIndexBytes.Set(0)
 	s.log.Warn("live index dropped: reads at the latest revision go to the database", "reason", why)
 }

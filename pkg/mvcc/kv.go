@@ -5,43 +5,48 @@
 // serves it as the etcd v3 API, pkg/history as quantykube.History.
 //
 // The interfaces below are the contract the servers depend on; *Store
-// implements all of them. Files are one concern each:
+// implements all of them. Files are one concern each. Where the databases
+// differ, the file says which it serves: _sqlite files run only where this
+// process is the database's one writer (SQLite), replica files and tail.go
+// only where replicas share it (PostgreSQL, MySQL: a Shared dialect), and
+// the store's fields for them sit behind Store.replica, nil on SQLite.
 //
-//	kv.go              the interfaces (this file)
-//	store.go           Store, Options, Open and Close
-//	dialect.go         what a database driver provides (pkg/drivers/*)
-//	schema.go          the tables and their migrations
-//	writer.go          the single writer: queue, batches, answers
-//	batch.go           a batch's transaction, and the two kinds of it:
-//	batch_direct.go      on a database this process alone writes (SQLite)
-//	delete_direct.go     its range deletes
-//	batch_buffered.go    on a database replicas share (PostgreSQL)
-//	batch_assume.go      what a buffered batch assumes instead of reading
-//	txn.go             Txn evaluation over a batch's state
-//	txn_check.go       etcd's static checks of a request
-//	publish.go         making a committed batch visible (one writer)
-//	tail.go            following the log that replicas write (PostgreSQL)
-//	range.go           Range and Count
-//	range_sql.go       the SQL a Range runs when the live index cannot answer
-//	index.go           the live index of the live keys (ADR-008)
-//	index_shared.go    the live index on a shared database (ADR-016)
-//	hub.go             watch events: the ring and its followers
-//	event.go           one change as watchers see it
-//	logread.go         changes read back from the log (watch catch-up, tail)
-//	logpage.go         History's Log pages, bounded in bytes (ADR-020)
-//	logscan.go         Log pages filtered by key, newest first or up to a revision (ADR-031)
-//	rangeat.go         History's Get of a range at a revision, in pages
-//	history.go         History's floors and reads at a revision or a time
-//	retention.go       pruning the log and the floors it raises (ADR-005)
-//	budget.go          retention's byte budgets: what each rule's history weighs (ADR-030)
-//	usage.go           what each key's retained history weighs (history top)
-//	regress.go         a database behind the revisions handed out (ADR-027)
-//	lease.go           leases: grants, deadlines, expiry
-//	import.go          filling an empty store from another etcd-API store
-//	keyrange.go        etcd's [key, range_end) resolved
-//	stmt.go            prepared statements per pool
-//	errors.go          etcd's refusals and the store's failures
-//	health.go          the checks behind the health endpoints
+//	kv.go                    the interfaces (this file)
+//	store.go                 Store, Options, Open and Close
+//	dialect.go               what a database driver provides (pkg/drivers/*)
+//	schema.go                the tables and their migrations
+//	writer.go                the single writer: queue, batches, answers
+//	batch.go                 a batch's transaction, and the two kinds of it:
+//	batch_sqlite.go            SQLite's: each row written as it is made
+//	delete_sqlite.go           its range deletes
+//	batch_replica.go           the replicas': writes held back, sent with COMMIT
+//	batch_replica_assume.go    what a replica batch assumes instead of reading
+//	txn.go                   Txn evaluation over a batch's state
+//	txn_check.go             etcd's static checks of a request
+//	publish.go               making a committed batch visible (one writer)
+//	replica.go               what a store keeps only where replicas share the database
+//	tail.go                  following the log that replicas write
+//	range.go                 Range and Count
+//	range_sql.go             the SQL a Range runs when the live index cannot answer
+//	index.go                 the live index of the live keys (ADR-008)
+//	index_replica.go         the live index where replicas share the database (ADR-016)
+//	hub.go                   watch events: the ring and its followers
+//	event.go                 one change as watchers see it
+//	logread.go               changes read back from the log (watch catch-up, tail)
+//	logpage.go               History's Log pages, bounded in bytes (ADR-020)
+//	logscan.go               Log pages filtered by key, newest first or up to a revision (ADR-031)
+//	rangeat.go               History's Get of a range at a revision, in pages
+//	history.go               History's floors and reads at a revision or a time
+//	retention.go             pruning the log and the floors it raises (ADR-005)
+//	budget.go                retention's byte budgets: what each rule's history weighs (ADR-030)
+//	usage.go                 what each key's retained history weighs (history top)
+//	regress.go               a database behind the revisions handed out (ADR-027)
+//	lease.go                 leases: grants, deadlines, expiry
+//	import.go                filling an empty store from another etcd-API store
+//	keyrange.go              etcd's [key, range_end) resolved
+//	stmt.go                  prepared statements per pool
+//	errors.go                etcd's refusals and the store's failures
+//	health.go                the checks behind the health endpoints
 package mvcc
 
 import (

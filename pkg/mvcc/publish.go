@@ -10,12 +10,12 @@ import "time"
 // on a shared database the tailer does it (tail.go), because other
 // replicas' batches arrive there too.
 type publisher interface {
-	published(c *committed)
+	published(c *batchCommit)
 }
 
-// committed is what a batch changed; startRev == rev when it took no
+// batchCommit is what a batch changed; startRev == rev when it took no
 // revision (a failed compare, a Compact, a lease grant).
-type committed struct {
+type batchCommit struct {
 	startRev, rev, compact int64
 	events                 []*Event
 	granted                map[int64]int64 // lease id -> ttl
@@ -23,7 +23,7 @@ type committed struct {
 }
 
 // applyLeases folds the batch's grants and revocations into the lease table.
-func (c *committed) applyLeases(l *lessor) {
+func (c *batchCommit) applyLeases(l *lessor) {
 	for id, ttl := range c.granted {
 		l.add(id, ttl)
 	}
@@ -34,14 +34,14 @@ func (c *committed) applyLeases(l *lessor) {
 
 type localPublisher struct{ s *Store }
 
-func (p localPublisher) published(c *committed) {
+func (p localPublisher) published(c *batchCommit) {
 	s := p.s
 	if c.rev != c.startRev {
 		// Before the revision moves: a read at the new revision finds it.
 		s.indexBatch(c.rev, c.events)
 	}
 	s.compact.Store(c.compact)
-	s.committed.Store(c.rev)
+	s.publishedRev.Store(c.rev)
 	c.applyLeases(s.leases)
 	if c.rev != c.startRev {
 		// The events are the batch's own: the Hub keeps them.

@@ -44,7 +44,7 @@ type RangeResult struct {
 // (ReadView): from the live index when it serves the revision asked for,
 // otherwise from SQL.
 func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, error) {
-	if s.tail == nil {
+	if s.replica == nil {
 		return s.rangeOnce(ctx, r)
 	}
 	// Taken before the read, whose snapshot then covers it; a
@@ -64,7 +64,7 @@ func (s *Store) Range(ctx context.Context, r *pb.RangeRequest) (*RangeResult, er
 			return nil, err
 		}
 	}
-	storeMax(&s.shown, res.Rev)
+	storeMax(&s.replica.shown, res.Rev)
 	return res, nil
 }
 

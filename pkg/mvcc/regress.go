@@ -64,7 +64,7 @@ func (e *regressedError) Unwrap() error { return ErrRolledBack }
 // publish that follows fails), and the headers of reads answered from
 // SQL, which may be ahead of what the tailer has read. Each only rises.
 func (s *Store) seenRev() int64 {
-	return max(s.committed.Load(), s.ownCommitted.Load(), s.shown.Load())
+	return max(s.publishedRev.Load(), s.replica.ownRev.Load(), s.replica.shown.Load())
 }
 
 // followLoss brings the store to the database after a check found it
@@ -72,7 +72,7 @@ func (s *Store) seenRev() int64 {
 // (recoverLocked) and follows it. It runs on the store's context, not the
 // caller's: a catch-up that a request's end cut short while it read the
 // live index again would drop the index for good.
-func (s *Store) followLoss() error { return s.tail.catchUp(s.bgCtx) }
+func (s *Store) followLoss() error { return s.replica.tail.catchUp(s.bgCtx) }
 
 // regressTimeout bounds the bump's transaction.
 const regressTimeout = 30 * time.Second
@@ -82,7 +82,7 @@ const regressTimeout = 30 * time.Second
 // replica already did, and then this replica forgets what it holds of the
 // lost revisions before anything reads it again. The publisher's lock
 // keeps the writer's publishes and the tailer out meanwhile; reads wait
-// on the fence (sharedSnapshot) or check their header (Range).
+// on the fence (replicaSnapshot) or check their header (Range).
 //
 // It runs on the store's context, not the caller's (a read's may end at
 // any moment): an index whose reload failed is dropped for good.
@@ -105,10 +105,10 @@ func (t *tailer) recoverLocked(db, seen int64) error {
 	// The index holds states of lost revisions: read it again before a
 	// read is answered from it.
 	t.s.staleIndex()
-	t.s.indexMoved.notify()
-	t.s.reloadSharedIndex(t.s.bgCtx)
+	t.s.replica.indexMoved.notify()
+	t.s.reloadReplicaIndex(t.s.bgCtx)
 	storeMax(&t.s.compact, rev)
-	storeMax(&t.s.committed, rev)
+	storeMax(&t.s.publishedRev, rev)
 	// Watchers behind rev read the log and find the floor there.
 	t.s.hub.skip(rev)
 	return nil

@@ -25,18 +25,21 @@ type RetentionRule struct {
 	MaxBytes int64
 }
 
-type atomicFloor struct {
+// lockedFloor is a rule's floor: retention raises it while History's
+// reads load it. A Floor is two words, which no atomic holds together, so
+// a mutex guards it.
+type lockedFloor struct {
 	mu sync.Mutex
 	f  Floor
 }
 
-func (a *atomicFloor) load() Floor {
+func (a *lockedFloor) load() Floor {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.f
 }
 
-func (a *atomicFloor) raise(f Floor) {
+func (a *lockedFloor) raise(f Floor) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if f.Rev > a.f.Rev {
@@ -321,10 +324,10 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`), f.Rev, f.Rev); err != nil {
 		return 0, false, err
 	}
-	if s.tail != nil && f.Rev > was {
+	if r := s.replica; r != nil && f.Rev > was {
 		// The other replicas' floors follow this notification only
 		// (tail.go); it is sent at commit.
-		if err := s.tail.sh.Notify(ctx, tx, s.tail.instance+notifyFloor); err != nil {
+		if err := r.tail.sh.Notify(ctx, tx, r.tail.instance+notifyFloor); err != nil {
 			return 0, false, err
 		}
 	}
@@ -341,7 +344,7 @@ type retentionRule struct {
 	prefix []byte // nil: the default rule, every key no other rule takes
 	retain time.Duration
 	budget *budget // nil: no byte budget
-	fl     atomicFloor
+	fl     lockedFloor
 }
 
 // report sets the rule's metrics: how far back its history reaches, and

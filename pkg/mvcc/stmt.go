@@ -89,7 +89,7 @@ func (c *prepared) close() {
 // prepTx runs one transaction's queries (written with ? placeholders)
 // through prepared statements: the pool's when prepared, or statements
 // prepared on the transaction itself, or none (local nil: the query is
-// bound and sent as it is). With local set (a direct write batch, where
+// bound and sent as it is). With local set (a SQLite write batch, where
 // one statement serves every request), the transaction's statements are
 // kept there for its lifetime.
 type prepTx struct {
@@ -174,7 +174,7 @@ func (u unprepared) QueryContext(context.Context, ...any) (*sql.Rows, error) { r
 func (u unprepared) ExecContext(context.Context, ...any) (sql.Result, error) { return nil, u.err }
 
 // binder runs queries written with ? placeholders on a connection, bound
-// for the dialect: the buffered batch's, where pgx keeps a prepared
+// for the dialect: the replica batch's, where pgx keeps a prepared
 // statement per query and connection already.
 type binder struct {
 	on Querier

@@ -47,7 +47,7 @@ type Options struct {
 	PruneBatch    int
 	// LiveIndexBytes budgets the live index, the in-memory index of the
 	// live keys that serves latest-revision reads (index.go, and
-	// index_shared.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
+	// index_replica.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
 	// DisableLiveIndex turns it off.
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
@@ -68,40 +68,30 @@ type Store struct {
 	rstmts *prepared
 	hub    *hub
 	leases *lessor
-	// tail is set on a shared database (it publishes there).
-	tail   *tailer
 	writer *writer
+	// replica is what only replicas sharing the database use (replica.go):
+	// nil on SQLite, where this process is the database's one writer.
+	replica *replicaState
 
 	memberID, clusterID uint64
 
-	// committed is the newest revision published to readers, compact the
+	// publishedRev is the newest revision published to readers, compact the
 	// floor Compact set, retainFloor the highest retention floor. They only
-	// rise: the publisher (publish.go, or the tailer on a shared database)
-	// raises the first two after each commit, retention the third.
-	committed   atomic.Int64
-	compact     atomic.Int64
-	retainFloor atomic.Int64
-	logStartMs  atomic.Int64 // the first commit's time, once known (history.go)
-	rules       []*retentionRule
-	pruneMu     sync.Mutex
+	// rise: the publisher (publish.go, or the tailer where replicas share
+	// the database) raises the first two after each commit, retention the
+	// third.
+	publishedRev atomic.Int64
+	compact      atomic.Int64
+	retainFloor  atomic.Int64
+	logStartMs   atomic.Int64 // the first commit's time, once known (history.go)
+	rules        []*retentionRule
+	pruneMu      sync.Mutex
 	// budgeted: a rule has a byte budget; accounted is the revision its
 	// accounting has read to (budget.go). Both under pruneMu.
 	budgeted  bool
 	accounted int64
 	// index, when set, answers latest-revision reads (index.go).
 	index atomic.Pointer[liveIndex]
-	// On a shared database, indexMoved is notified when the index changes
-	// and fence reads the database's revision (index_shared.go).
-	indexMoved notifier
-	fence      *readFence
-	// ownCommitted is the newest revision a batch of this replica's writer
-	// took on a shared database; the writer publishes it itself.
-	ownCommitted atomic.Int64
-	// shown is the highest header revision a Range answered on a shared
-	// database, where a read from SQL may be ahead of what the tailer
-	// published; with committed and ownCommitted it is the revision the
-	// database must never fall behind (regress.go).
-	shown atomic.Int64
 	// releasing is set while freed memory goes back to the operating
 	// system (publish.go) through freeOSMemory (tests count the calls);
 	// releaseLater is the second release, after the last big drop.
@@ -110,7 +100,7 @@ type Store struct {
 	releaseMu    sync.Mutex
 	releaseLater *time.Timer
 	// background runs the work a batch leaves behind on the readers' pool
-	// (batch_direct.go's checkpoint): Close cancels bgCtx and waits for it
+	// (batch_sqlite.go's checkpoint): Close cancels bgCtx and waits for it
 	// before it closes that pool.
 	background sync.WaitGroup
 	bgCtx      context.Context
@@ -173,7 +163,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		freeOSMemory: debug.FreeOSMemory,
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	sh, shared := d.(Shared)
+	sh, _ := d.(Shared)
 	if err := s.migrate(ctx, sh); err != nil {
 		return nil, s.abandon(err)
 	}
@@ -184,54 +174,24 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if err := s.initRules(ctx); err != nil {
 		return nil, s.abandon(err)
 	}
-	s.committed.Store(st.rev)
+	s.publishedRev.Store(st.rev)
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
 	s.hub = newHub(st.rev, opts.RingBytes, opts.RingKeepBytes, opts.Now)
 	s.hub.onExpire = s.droppedFromHub
-	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
 
 	// Who writes besides us decides how batches are written and published
 	// (the batcher and publisher here); reads, leases and the live index
-	// ask Shared() where replicas differ.
+	// test s.replica where replicas differ.
 	w := &writer{s: s, born: time.Now()}
 	s.writer = w
-	if shared {
-		// The database is the authority on revisions, floors and leases.
-		s.tail = newTailer(s, sh)
-		s.leases.renewShared = s.tail.renew
-		if err := s.startImportedLeases(ctx, sh); err != nil {
-			return nil, s.abandon(fmt.Errorf("start the imported leases: %w", err))
-		}
-		if err := s.tail.syncLeases(ctx); err != nil {
-			return nil, s.abandon(err)
-		}
-		if !opts.DisableLiveIndex {
-			// Before the tailer starts: the index is then at or past the
-			// Hub's revision, and the tailer skips the changes it holds.
-			if err := s.openSharedIndex(ctx); err != nil {
-				return nil, s.abandon(err)
-			}
-		}
-		s.tail.start()
-		w.b = &bufferedBatcher{s: s, sh: sh, notify: s.tail.instance}
-		w.pub, w.timeout = s.tail, sharedBatchTimeout
+	if sh != nil {
+		err = s.openReplica(ctx, sh, w)
 	} else {
-		for id, ttl := range st.leases {
-			// etcd gives every lease its full TTL again after a leader
-			// change; a restart is the same event here.
-			s.leases.add(id, ttl)
-		}
-		if !opts.DisableLiveIndex {
-			// Before the writer starts, so nothing changes while it loads.
-			if err := s.openIndex(ctx, st.rev); err != nil {
-				return nil, s.abandon(err)
-			}
-		}
-		if w.b, err = newDirectBatcher(ctx, s, start); err != nil {
-			return nil, s.abandon(err)
-		}
-		w.pub = localPublisher{s: s}
+		err = s.openSQLite(ctx, st, w)
+	}
+	if err != nil {
+		return nil, s.abandon(err)
 	}
 	go w.run()
 	go s.expireLeases()
@@ -239,29 +199,31 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openSharedIndex loads the live index on a shared database and sets up
-// the read fence its reads wait on.
-func (s *Store) openSharedIndex(ctx context.Context) error {
-	c, err := s.loadSharedIndex(ctx, s.opts.LiveIndexBytes)
-	if err != nil {
-		return fmt.Errorf("load the live index: %w", err)
-	}
-	if c == nil {
-		s.log.Warn("the live keys exceed the live index budget: reads go to the database", "live_index_bytes", s.opts.LiveIndexBytes)
-		return nil
-	}
-	s.fence = &readFence{base: s.bgCtx, query: func(ctx context.Context) (rev int64, err error) {
-		err = s.rdb.QueryRowContext(ctx, revSQL).Scan(&rev)
-		return rev, err
-	}}
-	s.index.Store(c)
-	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes, "revision", c.pub.Load().rev)
-	s.warnBudget(c.bytes)
-	return nil
-}
-
 // revSQL reads the newest committed revision.
 const revSQL = `SELECT value FROM meta WHERE name = 'rev'`
+
+// openSQLite readies a store whose database this process alone writes:
+// leases and revisions come from memory, and batches from sqliteBatcher.
+func (s *Store) openSQLite(ctx context.Context, st persisted, w *writer) error {
+	for id, ttl := range st.leases {
+		// etcd gives every lease its full TTL again after a leader
+		// change; a restart is the same event here.
+		s.leases.add(id, ttl)
+	}
+	if !s.opts.DisableLiveIndex {
+		// Before the writer starts, so nothing changes while it loads.
+		if err := s.openIndex(ctx, st.rev); err != nil {
+			return err
+		}
+	}
+	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
+	b, err := newSQLiteBatcher(ctx, s, start)
+	if err != nil {
+		return err
+	}
+	w.b, w.pub = b, localPublisher{s: s}
+	return nil
+}
 
 // openIndex loads the live index, unless the live keys exceed its budget.
 func (s *Store) openIndex(ctx context.Context, rev int64) error {
@@ -288,13 +250,14 @@ func (s *Store) Close() error {
 		// The writer has stopped, so it starts no more background work.
 		s.bgCancel()
 		s.background.Wait()
-		// The tailer first: on PostgreSQL it is what changes the index.
-		if s.tail != nil {
-			s.tail.close()
+		// The tailer first: where replicas share the database it is what
+		// changes the index.
+		if s.replica != nil {
+			s.replica.tail.close()
 		}
 		// A closed store answers nothing, not even from memory.
 		s.index.Store(nil)
-		s.indexMoved.notify()
+		s.indexChanged()
 		s.hub.close()
 		s.releaseMu.Lock()
 		if s.releaseLater != nil {
@@ -320,8 +283,8 @@ func (s *Store) Close() error {
 // abandon closes what a failed Open had opened and returns err.
 func (s *Store) abandon(err error) error {
 	s.bgCancel()
-	if s.tail != nil && s.tail.stop != nil {
-		s.tail.close()
+	if s.replica != nil && s.replica.tail.stop != nil {
+		s.replica.tail.close()
 	}
 	s.wdb.Close()
 	s.rdb.Close()
@@ -337,10 +300,11 @@ func (s *Store) MemberID() uint64  { return s.memberID }
 func (s *Store) ClusterID() uint64 { return s.clusterID }
 
 // Rev is the newest committed revision (ReadView).
-func (s *Store) Rev() int64 { return s.committed.Load() }
+func (s *Store) Rev() int64 { return s.publishedRev.Load() }
 
-// Shared reports whether other processes may write the database too.
-func (s *Store) Shared() bool { return s.tail != nil }
+// Replicated reports whether replicas share the database (a Shared
+// dialect: PostgreSQL or MySQL), so that other processes may write it too.
+func (s *Store) Replicated() bool { return s.replica != nil }
 
 // DBSize reports the database size and the part of it in use (Maintenance).
 func (s *Store) DBSize(ctx context.Context) (total, inUse int64, err error) {

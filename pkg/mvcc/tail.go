@@ -13,7 +13,7 @@ import (
 // tailer publishes on a shared database (ADR-007): it feeds the Hub from the
 // log table in revision order, whichever replica committed, and mirrors the
 // database's floors and leases. mu orders what reaches the Hub and the live
-// index (index_shared.go) and every change of the in-memory lease table,
+// index (index_replica.go) and every change of the in-memory lease table,
 // whether it comes from this replica's writer (published) or from the
 // database (catchUp, syncLeases); the floors are raised without it
 // (storeMax only moves them up).
@@ -209,7 +209,7 @@ func (t *tailer) catchUp(ctx context.Context) error {
 }
 
 func (t *tailer) catchUpLocked(ctx context.Context) error {
-	t.s.reloadSharedIndex(ctx)
+	t.s.reloadReplicaIndex(ctx)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// Taken before the read: a revision committed after it began (the
@@ -249,12 +249,12 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 			// the watchers still behind it are cancelled, and clients
 			// relist. Retrying would never succeed.
 			t.s.log.Warn("this replica fell behind the retention floor (or a revision bump after lost revisions); its watchers behind it are cancelled", "from", have+1, "floor", below.Floor)
-			storeMax(&t.s.committed, below.Floor-1)
+			storeMax(&t.s.publishedRev, below.Floor-1)
 			t.s.hub.skip(below.Floor - 1)
 			// A live index behind the floor lacks the skipped changes.
 			if t.s.indexBehind(below.Floor - 1) {
 				t.s.staleIndex()
-				t.s.reloadSharedIndex(ctx)
+				t.s.reloadReplicaIndex(ctx)
 			}
 			continue
 		}
@@ -268,10 +268,10 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		// a client that saw an event of revision to and then reads must
 		// read at to or later.
 		t.s.followIndex(have, to, evs, true)
-		storeMax(&t.s.committed, to)
+		storeMax(&t.s.publishedRev, to)
 		t.s.droppedFromHub(t.s.hub.publish(to, evs))
 	}
-	storeMax(&t.s.committed, rev)
+	storeMax(&t.s.publishedRev, rev)
 	return nil
 }
 
@@ -280,7 +280,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 // them; otherwise the gap and the batch are read back from the log. Lease
 // changes are applied under the same lock, so a concurrent lease sync
 // cannot undo them.
-func (t *tailer) published(c *committed) {
+func (t *tailer) published(c *batchCommit) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.applyLeases(t.s.leases)
@@ -294,7 +294,7 @@ func (t *tailer) published(c *committed) {
 		// The tailer already read it back.
 	case have == c.startRev:
 		t.s.followIndex(have, c.rev, c.events, false)
-		storeMax(&t.s.committed, c.rev)
+		storeMax(&t.s.publishedRev, c.rev)
 		t.s.droppedFromHub(t.s.hub.publish(c.rev, c.events))
 	default:
 		if err := t.catchUpLocked(context.Background()); err != nil {

@@ -320,7 +320,7 @@ func (b *batch) deleteIn(c *change, kr KeyRange) ([]*mvccpb.KeyValue, error) {
 		return nil, nil
 	case kr.Single():
 		// kube-apiserver's delete: the batch's row reader answers it without
-		// a scan (and without sending a buffered batch's held-back writes).
+		// a scan (and without sending a replica batch's held-back writes).
 		prev, err := b.tx.get(kr.Key)
 		if err != nil || prev == nil {
 			return nil, err

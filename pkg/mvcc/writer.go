@@ -24,7 +24,7 @@ import (
 // chosen when the store opens: a batcher opens each batch's transaction
 // (batch.go), and a publisher makes a committed batch visible (publish.go,
 // tail.go). One branch remains here: with replicas, a batch's revisions
-// are noted for the reads that wait on them (index_shared.go).
+// are noted for the reads that wait on them (index_replica.go).
 
 type writeKind int
 
@@ -214,7 +214,7 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 	c, results, err := w.transact(ctx, reqs)
 	if errors.Is(err, ErrAssumption) {
 		// The batch assumed what the database no longer held and wrote
-		// nothing (batch_assume.go): again, reading it this time.
+		// nothing (batch_replica_assume.go): again, reading it this time.
 		c, results, err = w.transact(ctx, reqs)
 	}
 	if reg := (*regressedError)(nil); errors.As(err, &reg) {
@@ -232,13 +232,13 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.s.Shared() {
+	if r := w.s.replica; r != nil {
 		if c.rev != c.startRev {
 			// Reads waiting for these revisions leave them to this publish
-			// rather than wake the tailer (index_shared.go). A batch that
+			// rather than wake the tailer (index_replica.go). A batch that
 			// took none read the database's revision, which may be another
 			// replica's: that one is the tailer's.
-			storeMax(&w.s.ownCommitted, c.rev)
+			storeMax(&r.ownRev, c.rev)
 		}
 		// The tailer may read back what other replicas committed before
 		// this batch, or hold the publisher while it reads: a wait on the
@@ -252,7 +252,7 @@ func (w *writer) commit(reqs []*writeReq) ([]writeResult, error) {
 
 // transact runs a batch's transaction, to its COMMIT: the writer waits on
 // the database meanwhile.
-func (w *writer) transact(ctx context.Context, reqs []*writeReq) (*committed, []writeResult, error) {
+func (w *writer) transact(ctx context.Context, reqs []*writeReq) (*batchCommit, []writeResult, error) {
 	w.enterDB()
 	defer w.leaveDB()
 	tx, start, err := w.b.begin(ctx, reqs)
@@ -281,7 +281,7 @@ func (w *writer) transact(ctx context.Context, reqs []*writeReq) (*committed, []
 	if err := tx.commit(end); err != nil {
 		return nil, nil, err
 	}
-	return &committed{
+	return &batchCommit{
 		startRev: start.Rev, rev: b.rev, compact: b.compact,
 		events: b.events, granted: b.granted, revoked: b.revoked,
 	}, results, nil

@@ -294,7 +294,7 @@ func TestBatchTakesOneRoundTripWhenItKnowsItsRows(t *testing.T) {
 // away: once the tailer has read them, the batch does not assume (the
 // state it would assume is behind what this process has shown, ADR-027)
 // and reads the database in its three round trips; a batch that assumed
-// before the tailer read them is refused under the lock (batch_assume.go).
+// before the tailer read them is refused under the lock (batch_replica_assume.go).
 // Every answer is the database's.
 func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 	a, dsn, proxy := openStoreCounted(t)

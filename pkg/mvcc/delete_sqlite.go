@@ -8,7 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// A range delete in a batch on SQLite with a live index (directTx).
+// A range delete in a batch on SQLite with a live index (sqliteTx).
 
 // deleteStep bounds the keys one statement of a range delete removes.
 // Nothing in SQLite holds a step's rows any more (sqlInsertDeletes keeps
@@ -22,7 +22,7 @@ const deleteStep = 2000
 // rows come from the live index and the batch's own writes, not from SQL:
 // the events and prev_kv share the index's rows instead of copies read
 // back. Without a live index it leaves the range to the caller.
-func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.KeyValue, bool, error) {
+func (t *sqliteTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.KeyValue, bool, error) {
 	if t.index == nil {
 		return nil, false, nil
 	}
@@ -77,7 +77,7 @@ func (t *directTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 
 // rangeRows is the live keys in kr as this transaction sees them: the
 // index's, with this batch's writes over them, in key order.
-func (t *directTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
+func (t *sqliteTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
 	var out []*mvccpb.KeyValue
 	t.index.ascend(kr, func(kv *mvccpb.KeyValue) bool {
 		if staged, ok := t.rows[string(kv.Key)]; ok {
@@ -111,7 +111,7 @@ const goneMin = 256
 
 // goneByRange reports whether one of the batch's range deletes removed
 // key, which rows does not hold.
-func (t *directTx) goneByRange(key []byte) bool {
+func (t *sqliteTx) goneByRange(key []byte) bool {
 	for _, kr := range t.gone {
 		if kr.Contains(key) {
 			return true

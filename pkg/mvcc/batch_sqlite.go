@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// The direct batch writes each row as it is made, through statements
+// The SQLite batch writes each row as it is made, through statements
 // prepared once on the writer's connection: with the database in this
 // process (SQLite) a statement costs microseconds, not a round trip. This
 // process is the database's only writer, so the batcher starts each batch
@@ -19,13 +19,12 @@ import (
 // rows come from the live index when it serves, or else from one read of
 // every key the batch names, before its first request.
 
-// The direct batch's statements, prepared once on the writer's connection.
+// The SQLite batch's statements (with batch.go's shared ones), prepared
+// once on the writer's connection. This path runs only where this process
+// is the database's one writer, SQLite, so its statements may use what
+// only SQLite accepts (sqlInsertDeletes' OR FAIL).
 const (
-	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
-	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
 	sqlSetCompact    = `UPDATE meta SET value = ? WHERE name = 'compact'`
-	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
-	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
 	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
 	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
 	sqlUpsertCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
@@ -55,10 +54,10 @@ var prefetchSQL = func() (qs []string) {
 	return qs
 }()
 
-var directSQL = append([]string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease},
+var sqliteBatchSQL = append([]string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease},
 	prefetchSQL...)
 
-type directBatcher struct {
+type sqliteBatcher struct {
 	s    *Store
 	last BatchStart // what the previous batch committed
 	// uncertain is set when a commit failed: it may still have taken
@@ -140,21 +139,21 @@ const (
 // connection checkpoints after an ordinary commit.
 const bulkBytes = 16 << 20
 
-func newDirectBatcher(ctx context.Context, s *Store, st BatchStart) (*directBatcher, error) {
+func newSQLiteBatcher(ctx context.Context, s *Store, st BatchStart) (*sqliteBatcher, error) {
 	// One writer connection: statements prepared on it now are reused by
 	// every batch's transaction without being parsed again.
-	if err := s.wstmts.warm(ctx, directSQL...); err != nil {
+	if err := s.wstmts.warm(ctx, sqliteBatchSQL...); err != nil {
 		return nil, err
 	}
-	return &directBatcher{s: s, last: st, tickAt: s.opts.Now()}, nil
+	return &sqliteBatcher{s: s, last: st, tickAt: s.opts.Now()}, nil
 }
 
-func (b *directBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
+func (b *sqliteBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
 	sqltx, err := b.s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, BatchStart{}, err
 	}
-	tx := &directTx{b: b, ctx: ctx, tx: prepTx{tx: sqltx, p: b.s.wstmts, local: map[string]*sql.Stmt{}}, rows: staged{}, index: b.s.index.Load()}
+	tx := &sqliteTx{b: b, ctx: ctx, tx: prepTx{tx: sqltx, p: b.s.wstmts, local: map[string]*sql.Stmt{}}, rows: staged{}, index: b.s.index.Load()}
 	if err := b.resumeCheckpoints(ctx, tx.tx); err != nil {
 		sqltx.Rollback()
 		return nil, BatchStart{}, err
@@ -185,7 +184,7 @@ func (b *directBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, B
 
 // prefetch reads the current rows of keys, before the batch writes
 // anything, so that get answers them without a statement each.
-func (t *directTx) prefetch(keys [][]byte) error {
+func (t *sqliteTx) prefetch(keys [][]byte) error {
 	for len(keys) > 0 {
 		i := len(prefetchSizes) - 1
 		for j, size := range prefetchSizes {
@@ -215,8 +214,8 @@ func (t *directTx) prefetch(keys [][]byte) error {
 	return nil
 }
 
-type directTx struct {
-	b     *directBatcher
+type sqliteTx struct {
+	b     *sqliteBatcher
 	ctx   context.Context
 	tx    prepTx
 	rows  staged
@@ -233,7 +232,7 @@ type directTx struct {
 // connection (ex): once the background checkpoint has ended, another
 // starts if a bulk batch committed while it ran, or else the connection
 // checkpoints after its commits again.
-func (b *directBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error {
+func (b *sqliteBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error {
 	if !b.ckptOff {
 		return nil
 	}
@@ -261,7 +260,7 @@ func (b *directBatcher) resumeCheckpoints(ctx context.Context, ex Execer) error 
 // a time and answers a passive one that finds another running with "busy"
 // at once, copying nothing, and the writer's connection would then copy
 // the bulk batch's whole log inside a later commit.
-func (b *directBatcher) checkpointBehind() {
+func (b *sqliteBatcher) checkpointBehind() {
 	b.ckpt = b.checkpointAsync(b.tick)
 }
 
@@ -270,7 +269,7 @@ func (b *directBatcher) checkpointBehind() {
 // checkpointEvery(changes) ago (changes being the batch's), or fewer than
 // checkpointChanges changes have committed since, for less than
 // checkpointLongest.
-func (b *directBatcher) checkpointSoon(changes int) {
+func (b *sqliteBatcher) checkpointSoon(changes int) {
 	b.uncopied += changes
 	if b.tick != nil {
 		select {
@@ -289,7 +288,7 @@ func (b *directBatcher) checkpointSoon(changes int) {
 
 // checkpointAsync checkpoints on a reader's connection once after (if not
 // nil) is closed; the channel it returns is closed when it has ended.
-func (b *directBatcher) checkpointAsync(after <-chan struct{}) chan struct{} {
+func (b *sqliteBatcher) checkpointAsync(after <-chan struct{}) chan struct{} {
 	done := make(chan struct{})
 	b.s.background.Go(func() {
 		defer close(done)
@@ -311,9 +310,9 @@ func (b *directBatcher) checkpointAsync(after <-chan struct{}) chan struct{} {
 	return done
 }
 
-func (t *directTx) q() querier { return t.tx }
+func (t *sqliteTx) q() querier { return t.tx }
 
-func (t *directTx) get(key []byte) (*mvccpb.KeyValue, error) {
+func (t *sqliteTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	if kv, ok := t.rows[string(key)]; ok {
 		return kv, nil
 	}
@@ -334,12 +333,12 @@ func (t *directTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	return kv, err
 }
 
-func (t *directTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+func (t *sqliteTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
 	// The transaction sees this batch's writes: they went out as made.
 	return scanCurrent(t.ctx, t.tx, t.b.s.q, kr, lease)
 }
 
-func (t *directTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
+func (t *sqliteTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 	if _, err := t.tx.ExecContext(t.ctx, sqlInsertPut,
 		kv.ModRevision, sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, unixMs); err != nil {
 		return err
@@ -352,7 +351,7 @@ func (t *directTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 	return nil
 }
 
-func (t *directTx) del(key []byte, rev, sub, unixMs int64) error {
+func (t *sqliteTx) del(key []byte, rev, sub, unixMs int64) error {
 	if _, err := t.tx.ExecContext(t.ctx, sqlInsertDelete, rev, sub, key, unixMs); err != nil {
 		return err
 	}
@@ -363,14 +362,14 @@ func (t *directTx) del(key []byte, rev, sub, unixMs int64) error {
 	return nil
 }
 
-func (t *directTx) flush() error { return nil }
+func (t *sqliteTx) flush() error { return nil }
 
-func (t *directTx) leaseExpired(id int64) (bool, error) {
+func (t *sqliteTx) leaseExpired(id int64) (bool, error) {
 	// Deadlines live in this process's memory (lease.go).
 	return t.b.s.leases.isExpired(id), nil
 }
 
-func (t *directTx) commit(end batchEnd) error {
+func (t *sqliteTx) commit(end batchEnd) error {
 	fail := func(err error) error {
 		t.tx.tx.Rollback()
 		return err
@@ -421,4 +420,4 @@ func (t *directTx) commit(end batchEnd) error {
 	return nil
 }
 
-func (t *directTx) rollback() { t.tx.tx.Rollback() }
+func (t *sqliteTx) rollback() { t.tx.tx.Rollback() }

@@ -42,8 +42,8 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	case at < have:
 		s.log.Warn("the live index missed revisions; reading it again", "index", at, "from", have+1)
 		s.staleIndex()
-		s.indexMoved.notify()
-		s.tail.need(readLog)
+		s.replica.indexMoved.notify()
+		s.replica.tail.need(readLog)
 		return
 	}
 	if at > have || fromLog {
@@ -67,12 +67,12 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 	if !c.apply(to, evs) {
 		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.bytes, c.limit))
 	}
-	s.indexMoved.notify()
+	s.replica.indexMoved.notify()
 }
 
-// loadSharedIndex reads the live index from one snapshot of the database,
+// loadReplicaIndex reads the live index from one snapshot of the database,
 // at the revision meta has in it. The tailer then skips what it holds.
-func (s *Store) loadSharedIndex(ctx context.Context, limit int64) (*liveIndex, error) {
+func (s *Store) loadReplicaIndex(ctx context.Context, limit int64) (*liveIndex, error) {
 	tx, done, err := s.readTx(ctx)
 	if err != nil {
 		return nil, err
@@ -99,19 +99,19 @@ func (s *Store) indexBehind(rev int64) bool {
 // first read of it may take on a large store.
 const reloadTimeout = 5 * time.Minute
 
-// reloadSharedIndex replaces a stale index (the tailer, under its lock,
+// reloadReplicaIndex replaces a stale index (the tailer, under its lock,
 // before it reads the log). Reads go to SQL while it is stale. If reading
 // it fails, the index is dropped, as when it outgrows its budget: the Hub
 // must not wait on it, and a load that failed once would cost the database
 // a full read at every catch-up.
-func (s *Store) reloadSharedIndex(ctx context.Context) {
+func (s *Store) reloadReplicaIndex(ctx context.Context) {
 	c := s.index.Load()
 	if c == nil || !c.stale {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	fresh, err := s.loadSharedIndex(ctx, c.limit)
+	fresh, err := s.loadReplicaIndex(ctx, c.limit)
 	switch {
 	case err != nil:
 		s.dropIndex(fmt.Sprintf("reading it again failed: %v", err))
@@ -119,16 +119,16 @@ func (s *Store) reloadSharedIndex(ctx context.Context) {
 		s.dropIndex(fmt.Sprintf("the live keys outgrew the live index budget (%d bytes)", c.limit))
 	default:
 		s.index.Store(fresh)
-		s.indexMoved.notify()
+		s.replica.indexMoved.notify()
 	}
 }
 
-// sharedSnapshot is the index's snapshot for a Range at the latest revision
+// replicaSnapshot is the index's snapshot for a Range at the latest revision
 // on a shared database: one at or after the revision the database had when
 // the read began, unless serializable. Nil (and no error) means the index
 // does not serve (dropped, or stale until the tailer reads it again): read
 // SQL.
-func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapshot, error) {
+func (s *Store) replicaSnapshot(ctx context.Context, serializable bool) (*snapshot, error) {
 	if serializable {
 		if c := s.index.Load(); c != nil {
 			return c.pub.Load(), nil
@@ -136,7 +136,7 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 		return nil, nil
 	}
 	seen := s.seenRev() // before the fence's query, which covers it
-	rev, err := s.fence.wait(ctx)
+	rev, err := s.replica.fence.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -146,12 +146,12 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 		if err := s.followLoss(); err != nil {
 			return nil, err
 		}
-		if rev, err = s.fence.wait(ctx); err != nil {
+		if rev, err = s.replica.fence.wait(ctx); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		moved := s.indexMoved.wait()
+		moved := s.replica.indexMoved.wait()
 		c := s.index.Load()
 		if c == nil {
 			return nil, nil
@@ -168,15 +168,15 @@ func (s *Store) sharedSnapshot(ctx context.Context, serializable bool) (*snapsho
 		// query per read under mixed load. Another replica's batch is the
 		// tailer's.
 		nudge := fenceNudge
-		if rev > s.ownCommitted.Load() {
-			s.tail.need(readLog)
+		if rev > s.replica.ownRev.Load() {
+			s.replica.tail.need(readLog)
 			nudge = 0
 		}
 		switch waitMoved(ctx, moved, nudge) {
 		case waitEnded:
 			return nil, ctx.Err()
 		case waitTimedOut:
-			s.tail.need(readLog) // a safety net: the publish did not come
+			s.replica.tail.need(readLog) // a safety net: the publish did not come
 		}
 	}
 }

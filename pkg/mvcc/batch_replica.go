@@ -12,7 +12,7 @@ import (
 	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
-// The buffered batch serves a database that replicas share across a
+// The replica batch serves a database that replicas share across a
 // network (Shared, ADR-007), where every round trip counts: a batch is
 // BEGIN, the lock (which reads the committed revision) and one read of the
 // floors and of every current row the batch names, sent together; then one
@@ -33,9 +33,9 @@ import (
 // range, a key it did not name) begins the usual transaction first and
 // checks the assumption against what it reads.
 
-// sharedBatchTimeout bounds one write batch on a shared database, so that a
+// replicaBatchTimeout bounds one write batch on a shared database, so that a
 // database across the network cannot hang the writer forever.
-const sharedBatchTimeout = 30 * time.Second
+const replicaBatchTimeout = 30 * time.Second
 
 // maxPendingBytes bounds what one WriteBatch statement carries: PostgreSQL
 // refuses a message over 1 GiB, and 512 requests of large values come close.
@@ -46,7 +46,7 @@ const maxPendingBytes = 32 << 20
 // (ADR-014).
 func putBytes(key, value []byte) int { return 2*len(key) + len(value) }
 
-type bufferedBatcher struct {
+type replicaBatcher struct {
 	s  *Store
 	sh Shared
 	// notify is this replica's prefix for the notifications its batches
@@ -55,21 +55,21 @@ type bufferedBatcher struct {
 
 	// What the batches may assume, owned by the writer goroutine. last is
 	// the state this replica's last batch committed, and known says that
-	// it and memo are what the database held then (false after a batch
+	// it and remembered are what the database held then (false after a batch
 	// that failed, whose outcome may be unknown, unless all it found wrong
 	// was a row it assumed: forget). calm counts the batches
 	// in a row that found the database as the one before left it: another
 	// replica writing makes assumptions fail, so they wait for calm.
 	// readNext makes the next batch read: the one that runs again after
 	// its assumption failed.
-	last     BatchStart
-	known    bool
-	calm     int
-	memo     rowMemo
-	readNext bool
+	last       BatchStart
+	known      bool
+	calm       int
+	remembered replicaRows
+	readNext   bool
 }
 
-func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
+func (b *replicaBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
 	// The pool's one connection, held for the batch: the transaction is
 	// the connection's, begun and committed by the dialect's pipelines.
 	conn, err := b.s.wdb.Conn(ctx)
@@ -77,7 +77,7 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 		return nil, BatchStart{}, err
 	}
 	keys := batchKeys(reqs)
-	tx := &bufferedTx{b: b, ctx: ctx, conn: conn, keys: keys, pend: &BatchWrites{}, isDirty: map[string]bool{}}
+	tx := &replicaTx{b: b, ctx: ctx, conn: conn, keys: keys, pend: &BatchWrites{}, isDirty: map[string]bool{}}
 	// A batch assumes only a state at or past everything this process has
 	// handed out: a database that lost revisions could hold that state again.
 	if a := b.assume(reqs, keys); a != nil && a.Start.Rev >= b.s.seenRev() {
@@ -101,7 +101,7 @@ func (b *bufferedBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx,
 // write lock, and the committed state and the rows of the batch's keys
 // read under it, so no other writer changes them before this batch
 // commits. Rows the batch assumed must be what it reads.
-func (t *bufferedTx) lock() (BatchStart, error) {
+func (t *replicaTx) lock() (BatchStart, error) {
 	b := t.b
 	start, kvs, err := b.sh.BeginBatch(t.ctx, t.conn, t.keys)
 	if err != nil {
@@ -117,7 +117,7 @@ func (t *bufferedTx) lock() (BatchStart, error) {
 	} else {
 		// Another replica committed, or this one's last batch failed:
 		// what it remembers may be out of date.
-		b.memo.clear()
+		b.remembered.clear()
 		b.calm = 0
 	}
 	read := make(staged, len(t.keys))
@@ -170,8 +170,8 @@ func release(conn *sql.Conn, committed bool) {
 // does not answer it loses the connection instead.
 const rollbackTimeout = 10 * time.Second
 
-type bufferedTx struct {
-	b    *bufferedBatcher
+type replicaTx struct {
+	b    *replicaBatcher
 	ctx  context.Context
 	conn *sql.Conn
 	keys [][]byte // what the batch's requests name (batchKeys)
@@ -193,7 +193,7 @@ type bufferedTx struct {
 
 // begun makes sure the transaction has begun, with the lock, before the
 // batch reads the database.
-func (t *bufferedTx) begun() error {
+func (t *replicaTx) begun() error {
 	if t.failed == nil && t.assumed != nil {
 		_, t.failed = t.lock()
 	}
@@ -205,14 +205,14 @@ func (t *bufferedTx) begun() error {
 // read their rows through q directly); begun here is a safety net. If it
 // fails, no statement may run on the connection, outside the lock: q
 // answers the failure instead (commit answers it too).
-func (t *bufferedTx) q() querier {
+func (t *replicaTx) q() querier {
 	if err := t.begun(); err != nil {
 		return failedQuerier{err}
 	}
 	return binder{on: t.conn, d: t.b.s.d}
 }
 
-func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
+func (t *replicaTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	if kv, ok := t.rows[string(key)]; ok {
 		return kv, nil
 	}
@@ -231,7 +231,7 @@ func (t *bufferedTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	return kv, err
 }
 
-func (t *bufferedTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+func (t *replicaTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
 	// flush begins the transaction first.
 	if err := t.flush(); err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (t *bufferedTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) 
 	return scanCurrent(t.ctx, t.q(), t.b.s.q, kr, lease)
 }
 
-func (t *bufferedTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
+func (t *replicaTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 	t.unixMs = unixMs
 	t.pend.Log = append(t.pend.Log, LogRow{Rev: kv.ModRevision, Sub: sub, Key: kv.Key, Value: kv.Value,
 		CreateRev: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease})
@@ -252,7 +252,7 @@ func (t *bufferedTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 	return nil
 }
 
-func (t *bufferedTx) del(key []byte, rev, sub, unixMs int64) error {
+func (t *replicaTx) del(key []byte, rev, sub, unixMs int64) error {
 	t.unixMs = unixMs
 	t.pend.Log = append(t.pend.Log, LogRow{Rev: rev, Sub: sub, Key: key, Deleted: true})
 	t.rows[string(key)] = nil
@@ -260,7 +260,7 @@ func (t *bufferedTx) del(key []byte, rev, sub, unixMs int64) error {
 	return nil
 }
 
-func (t *bufferedTx) markDirty(key []byte) {
+func (t *replicaTx) markDirty(key []byte) {
 	if !t.isDirty[string(key)] {
 		t.isDirty[string(key)] = true
 		t.dirty = append(t.dirty, string(key))
@@ -269,7 +269,7 @@ func (t *bufferedTx) markDirty(key []byte) {
 
 // held moves the final state of the dirty keys into pend and returns
 // what is held back, or nil when nothing is.
-func (t *bufferedTx) held() *BatchWrites {
+func (t *replicaTx) held() *BatchWrites {
 	p := t.pend
 	for _, k := range t.dirty {
 		if kv := t.rows[k]; kv != nil {
@@ -287,7 +287,7 @@ func (t *bufferedTx) held() *BatchWrites {
 	return p
 }
 
-func (t *bufferedTx) flush() error {
+func (t *replicaTx) flush() error {
 	// What follows a flush reads the tables.
 	if err := t.begun(); err != nil {
 		return err
@@ -302,7 +302,7 @@ func (t *bufferedTx) flush() error {
 	return err
 }
 
-func (t *bufferedTx) leaseExpired(id int64) (bool, error) {
+func (t *replicaTx) leaseExpired(id int64) (bool, error) {
 	if err := t.begun(); err != nil {
 		return false, err
 	}
@@ -310,7 +310,7 @@ func (t *bufferedTx) leaseExpired(id int64) (bool, error) {
 	return t.b.sh.LeaseExpired(t.ctx, t.conn, id)
 }
 
-func (t *bufferedTx) commit(end batchEnd) error {
+func (t *replicaTx) commit(end batchEnd) error {
 	b := t.b
 	if t.failed != nil {
 		release(t.conn, false)
@@ -347,7 +347,7 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	}
 	switch {
 	case err == nil:
-		b.committed(end, t.rows)
+		b.remember(end, t.rows)
 		return nil
 	case errors.Is(err, ErrRolledBack):
 		return err
@@ -357,17 +357,17 @@ func (t *bufferedTx) commit(end batchEnd) error {
 	return &errCommitUnknown{err: err}
 }
 
-// committed records what a batch left: the state its successor starts
+// remember records what a batch left: the state its successor starts
 // from, and the current rows it read or wrote.
-func (b *bufferedBatcher) committed(end batchEnd, rows staged) {
+func (b *replicaBatcher) remember(end batchEnd, rows staged) {
 	b.last = end.next()
 	b.known = true
 	for k, kv := range rows {
-		b.memo.put(k, kv)
+		b.remembered.put(k, kv)
 	}
 }
 
-func (t *bufferedTx) rollback() {
+func (t *replicaTx) rollback() {
 	release(t.conn, false)
 	err := t.failed
 	if err == nil {

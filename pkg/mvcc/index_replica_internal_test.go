@@ -15,7 +15,7 @@ import (
 // keeps copies of what it takes from them, or one small live key would
 // keep a whole chunk alive that its budget does not count; a replica's own
 // events (the requests' bytes, as on SQLite) it keeps as they are.
-func TestSharedIndexCopiesWhatTheLogShares(t *testing.T) {
+func TestReplicaIndexCopiesWhatTheLogShares(t *testing.T) {
 	chunk := []byte("/k/a" + "value-a" + "/k/b" + "value-b")
 	evs := func() []*Event {
 		return []*Event{
@@ -24,7 +24,7 @@ func TestSharedIndexCopiesWhatTheLogShares(t *testing.T) {
 		}
 	}
 	for _, fromLog := range []bool{true, false} {
-		s := &Store{log: slog.New(slog.DiscardHandler)}
+		s := &Store{log: slog.New(slog.DiscardHandler), replica: &replicaState{}}
 		c := &liveIndex{limit: 1 << 20, tree: btree.NewG(32, kvLess)}
 		c.publish(1)
 		s.index.Store(c)

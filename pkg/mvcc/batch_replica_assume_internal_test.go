@@ -13,7 +13,7 @@ import (
 // writer's connection: every statement through q fails with why.
 func TestFailedQuerierRunsNothing(t *testing.T) {
 	why := errors.New("the lock was not taken")
-	tx := &bufferedTx{failed: why}
+	tx := &replicaTx{failed: why}
 	q := tx.q()
 	ctx := context.Background()
 	var one int
@@ -28,13 +28,13 @@ func TestFailedQuerierRunsNothing(t *testing.T) {
 	}
 }
 
-// The memo keeps what batches keep touching: a working set that fits half
+// replicaRows keeps what batches keep touching: a working set that fits half
 // its budget stays whole however often it is rewritten, and a key read
 // from the older generation moves to the newer one before that is dropped.
-func TestRowMemoKeepsTheWorkingSet(t *testing.T) {
-	var m rowMemo
+func TestReplicaRowsKeepTheWorkingSet(t *testing.T) {
+	var m replicaRows
 	value := make([]byte, 1000)
-	n := memoBytes / 2 / memoSize("k/00000", &mvccpb.KeyValue{Value: value}) * 9 / 10
+	n := replicaRowsBytes / 2 / replicaRowSize("k/00000", &mvccpb.KeyValue{Value: value}) * 9 / 10
 	key := func(i int) string { return fmt.Sprintf("k/%05d", i) }
 	for i := range n {
 		m.put(key(i), &mvccpb.KeyValue{Key: []byte(key(i)), Value: value})

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// What a buffered batch (batch_buffered.go) may assume instead of reading
+// What a replica batch (batch_replica.go) may assume instead of reading
 // the database, so that it takes one round trip (ADR-007, "One round
 // trip"): which batches assume and from what, the rows the writer
 // remembers, and what happens when an assumption fails.
@@ -27,7 +27,7 @@ type assumption struct {
 
 // assume returns what a batch of reqs, naming keys, may assume, or nil
 // when it must read the database first.
-func (b *bufferedBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
+func (b *replicaBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
 	if b.readNext {
 		b.readNext = false
 		return nil
@@ -46,7 +46,7 @@ func (b *bufferedBatcher) assume(reqs []*writeReq, keys [][]byte) *assumption {
 	}
 	a := &assumption{Assumption: Assumption{Start: b.last, Keys: keys, ModRevs: make([]int64, len(keys))}, rows: make([]*mvccpb.KeyValue, len(keys))}
 	for i, k := range keys {
-		kv, ok := b.memo.get(string(k))
+		kv, ok := b.remembered.get(string(k))
 		if !ok && !created[string(k)] {
 			return nil
 		}
@@ -108,20 +108,20 @@ func walkCreates(t *pb.TxnRequest, visit func(key []byte)) {
 	}
 }
 
-// rowMemo remembers current rows (nil: absent) as this replica's last
+// replicaRows remembers current rows (nil: absent) as this replica's last
 // batch left them, within a budget: two generations, the older dropped
 // whole when the newer fills half the budget, so what batches keep
 // touching stays.
-type rowMemo struct {
+type replicaRows struct {
 	cur, old map[string]*mvccpb.KeyValue
 	bytes    int
 }
 
-// memoBytes bounds what rowMemo holds (keys and values; the values are
+// replicaRowsBytes bounds what replicaRows holds (keys and values; the values are
 // shared with the events and answers that hold them anyway).
-const memoBytes = 32 << 20
+const replicaRowsBytes = 32 << 20
 
-func (m *rowMemo) get(k string) (*mvccpb.KeyValue, bool) {
+func (m *replicaRows) get(k string) (*mvccpb.KeyValue, bool) {
 	if kv, ok := m.cur[k]; ok {
 		return kv, true
 	}
@@ -132,25 +132,25 @@ func (m *rowMemo) get(k string) (*mvccpb.KeyValue, bool) {
 	return kv, ok
 }
 
-func (m *rowMemo) put(k string, kv *mvccpb.KeyValue) {
+func (m *replicaRows) put(k string, kv *mvccpb.KeyValue) {
 	if m.cur == nil {
 		m.cur = map[string]*mvccpb.KeyValue{}
 	}
 	if was, ok := m.cur[k]; ok {
-		m.bytes -= memoSize(k, was)
+		m.bytes -= replicaRowSize(k, was)
 	}
 	m.cur[k] = kv
-	m.bytes += memoSize(k, kv)
-	if m.bytes > memoBytes/2 {
+	m.bytes += replicaRowSize(k, kv)
+	if m.bytes > replicaRowsBytes/2 {
 		m.old, m.cur, m.bytes = m.cur, map[string]*mvccpb.KeyValue{}, 0
 	}
 }
 
-// memoSize is what an entry costs: key, value and about what the map and
+// replicaRowSize is what an entry costs: key, value and about what the map and
 // the row's struct take besides.
-func memoSize(k string, kv *mvccpb.KeyValue) int { return len(k) + 64 + len(kv.GetValue()) }
+func replicaRowSize(k string, kv *mvccpb.KeyValue) int { return len(k) + 64 + len(kv.GetValue()) }
 
-func (m *rowMemo) clear() { *m = rowMemo{} }
+func (m *replicaRows) clear() { *m = replicaRows{} }
 
 // failedQuerier runs nothing and fails every statement with err.
 type failedQuerier struct{ err error }
@@ -181,7 +181,7 @@ func (c failedConnector) Open(string) (driver.Conn, error)             { return 
 // only a row it assumed was wrong (ErrAssumedRows): then no other replica
 // committed, and the rest of what this replica remembers holds. The batch
 // that runs again reads the row, and its commit remembers it.
-func (b *bufferedBatcher) forget(err error) {
+func (b *replicaBatcher) forget(err error) {
 	// The batch runs again, and must read this time.
 	b.readNext = errors.Is(err, ErrAssumption)
 	if errors.Is(err, ErrAssumedRows) {
