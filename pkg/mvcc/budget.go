@@ -189,11 +189,18 @@ func (s *Store) accountHistory(ctx context.Context) error {
 // budget is exceeded.
 const budgetCheckInterval = time.Second
 
-// overBudget accounts the rows committed since the last pass and says
-// whether a rule's history now outweighs its budget by a bucket or more.
+// overBudget accounts the rows committed since the last pass, once they
+// are a bucket's worth or more, and says whether a rule's history now
+// outweighs its budget by a bucket or more.
 func (s *Store) overBudget(ctx context.Context) bool {
 	s.pruneMu.Lock()
 	defer s.pruneMu.Unlock()
+	if s.Rev()-s.accounted < budgetBucketRows {
+		// Less than a bucket since the last: the floor a budget sets
+		// rises by buckets, and a store written slowly or at rest is
+		// sent no query for it.
+		return false
+	}
 	if err := s.accountHistory(ctx); err != nil {
 		return false // the pass at PruneInterval says why
 	}

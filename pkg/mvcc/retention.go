@@ -154,7 +154,9 @@ func (s *Store) pruneLoop() {
 	if s.budgeted {
 		tick = min(tick, budgetCheckInterval)
 	}
-	var last time.Time
+	// The first pass by time comes a PruneInterval after start, as the
+	// ones after it: a store at rest sends its database nothing before.
+	last := s.opts.Now()
 	s.every(tick, func(ctx context.Context) {
 		if now := s.opts.Now(); now.Sub(last) >= s.opts.PruneInterval-tick/2 || s.overBudget(ctx) {
 			last = now
