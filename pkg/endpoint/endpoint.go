@@ -315,6 +315,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		go s.metrics.Serve(ml)
 		cfg.Logger.Info("serving metrics and health", "listen", "http://"+ml.Addr().String(), "paths", "/metrics /livez /readyz /healthz /health")
 	}
+	if cfg.MetricsRegisterer != nil || cfg.MetricsListenAddress != "" {
+		// A pass over the log's sizes now and then, only where metrics
+		// are read (pkg/history's ReportTypes).
+		go hist.ReportTypes(s.done)
+	}
 	if cfg.AggregatedAPI.Listen != "" {
 		acfg := cfg.AggregatedAPI
 		if acfg.Logger == nil {

@@ -58,6 +58,15 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	// The metrics by resource type refresh once at start, then rarely
+	// (pkg/history's ReportTypes).
+	for i := 0; i < 50 && !strings.Contains(body, "quantykube_history_type_scan_seconds "); i++ {
+		time.Sleep(100 * time.Millisecond)
+		body = scrape(t, maddr)
+	}
+	if !strings.Contains(body, "quantykube_history_type_scan_seconds ") {
+		t.Errorf("no refresh of the metrics by type:\n%s", body)
+	}
 	if !strings.Contains(body, "quantykube_write_batch_size_count ") || strings.Contains(body, "quantykube_write_batch_size_count 0\n") {
 		t.Errorf("no write batch observed:\n%s", body)
 	}

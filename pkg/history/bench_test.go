@@ -292,3 +292,18 @@ func BenchmarkLogLargeValues(b *testing.B) {
 		})
 	}
 }
+
+// One refresh of the metrics by type (TypeUsage, ReportTypes): one pass
+// over the log's sizes. s/op is what sets the refresh interval (at least
+// 100 times as long); cpu-ms/op what it costs.
+func BenchmarkTypeUsage(b *testing.B) {
+	d := benchSetup(b)
+	ctx := context.Background()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if _, err := d.service.TypeUsage(ctx, history.MetricTypes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+}

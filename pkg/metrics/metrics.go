@@ -5,7 +5,10 @@ package metrics
 import (
 	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -93,7 +96,7 @@ var (
 // own are QuantyKube's collectors, without the Go runtime's and the
 // process's.
 var own = []prometheus.Collector{
-	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, Watchers, WatchLogReads, LiveIndexBytes,
+	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, HistoryTypes, Watchers, WatchLogReads, LiveIndexBytes,
 	RevisionRegressions, RevisionsLost,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
@@ -147,4 +150,61 @@ func gaugeFunc(name, help string, f func(Source) int64) prometheus.GaugeFunc {
 // Handler serves the registry.
 func Handler() http.Handler {
 	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{})
+}
+
+// TypeUsage is the retained history of one resource type (or "other",
+// the types past the largest), as `quantykube history top` counts it.
+type TypeUsage struct {
+	Type                       string
+	Bytes, Revisions, LastHour int64
+}
+
+// HistoryTypes is the retained history by resource type: a snapshot set
+// whole by each refresh (pkg/history's ReportTypes), so that a type that
+// drops out of the largest leaves no stale series behind.
+var HistoryTypes = &typeCollector{
+	bytes: prometheus.NewDesc("quantykube_history_type_bytes",
+		"Bytes (keys and values) of the log rows a resource type holds, live rows included, as `quantykube history top` counts them; the largest types by bytes, the rest under type=\"other\".", []string{"type"}, nil),
+	revisions: prometheus.NewDesc("quantykube_history_type_revisions",
+		"Log rows (retained revisions, live rows included) a resource type holds; the same types as quantykube_history_type_bytes.", []string{"type"}, nil),
+	lastHour: prometheus.NewDesc("quantykube_history_type_revisions_last_hour",
+		"A resource type's revisions committed in the hour before the last refresh; the same types as quantykube_history_type_bytes.", []string{"type"}, nil),
+	scan: prometheus.NewDesc("quantykube_history_type_scan_seconds",
+		"How long the last refresh of the quantykube_history_type_* metrics took: one pass over the log's row sizes.", nil, nil),
+}
+
+type typeCollector struct {
+	bytes, revisions, lastHour, scan *prometheus.Desc
+	mu                               sync.Mutex
+	types                            []TypeUsage
+	took                             float64
+	set                              bool
+}
+
+// Set replaces the snapshot: types, and how long reading it took.
+func (c *typeCollector) Set(types []TypeUsage, took time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.types, c.took, c.set = slices.Clone(types), took.Seconds(), true
+}
+
+func (c *typeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.bytes
+	ch <- c.revisions
+	ch <- c.lastHour
+	ch <- c.scan
+}
+
+func (c *typeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.set {
+		return
+	}
+	for _, t := range c.types {
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(t.Bytes), t.Type)
+		ch <- prometheus.MustNewConstMetric(c.revisions, prometheus.GaugeValue, float64(t.Revisions), t.Type)
+		ch <- prometheus.MustNewConstMetric(c.lastHour, prometheus.GaugeValue, float64(t.LastHour), t.Type)
+	}
+	ch <- prometheus.MustNewConstMetric(c.scan, prometheus.GaugeValue, c.took)
 }

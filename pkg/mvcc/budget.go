@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A rule's byte budget (RetentionRule.MaxBytes, --retain-bytes): the
@@ -182,6 +183,33 @@ func (s *Store) accountHistory(ctx context.Context) error {
 		s.accounted = upper
 	}
 	return nil
+}
+
+// budgetCheckInterval is how often the pruning loop asks whether a
+// budget is exceeded.
+const budgetCheckInterval = time.Second
+
+// overBudget accounts the rows committed since the last pass, once they
+// are a bucket's worth or more, and says whether a rule's history now
+// outweighs its budget by a bucket or more.
+func (s *Store) overBudget(ctx context.Context) bool {
+	s.pruneMu.Lock()
+	defer s.pruneMu.Unlock()
+	if s.Rev()-s.accounted < budgetBucketRows {
+		// Less than a bucket since the last: the floor a budget sets
+		// rises by buckets, and a store written slowly or at rest is
+		// sent no query for it.
+		return false
+	}
+	if err := s.accountHistory(ctx); err != nil {
+		return false // the pass at PruneInterval says why
+	}
+	for _, r := range s.rules {
+		if r.budget != nil && r.budget.floor() > r.floor().Rev {
+			return true
+		}
+	}
+	return false
 }
 
 // warnBudget says, at start, when the live state (live, about what the

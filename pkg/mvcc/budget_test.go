@@ -150,3 +150,22 @@ func TestRetainBytesInput(t *testing.T) {
 		}
 	}
 }
+
+// A store over its budget prunes within seconds, not at the next
+// PruneInterval (an hour here): the log exceeds the budget by about a
+// second's writes.
+func TestRetainBytesPrunesWithoutWaiting(t *testing.T) {
+	const budget = 64 << 10
+	onBackends(t, mvcc.Options{Retain: 24 * time.Hour, RetainBytes: budget, PruneInterval: time.Hour}, func(t *testing.T, s *mvcc.Store) {
+		// The loop's first pass, on an empty store, runs a second in.
+		time.Sleep(1500 * time.Millisecond)
+		churn(t, s, "/churn/", 20, 1000, 200)
+		deadline := time.Now().Add(10 * time.Second)
+		for s.RetainFloor() == 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if s.RetainFloor() == 0 {
+			t.Fatalf("not pruned within 10 s of writing %d bytes over a budget of %d", 1000*210, budget)
+		}
+	})
+}

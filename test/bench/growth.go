@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -46,7 +47,19 @@ func growthObj(i int) string { return fmt.Sprintf("/registry/growth/obj/k%06d", 
 
 // growthFill writes the growth data's Puts number start to start+n-1.
 func growthFill(ctx context.Context, conns []*clientv3.Client, cfg config, start, n int, val string) error {
+	return growthFillPaced(ctx, conns, cfg, start, n, val, 0)
+}
+
+// growthFillPaced is growthFill at rate Puts per second at most (0: as
+// fast as they go).
+func growthFillPaced(ctx context.Context, conns []*clientv3.Client, cfg config, start, n int, val string, rate float64) error {
+	t0 := time.Now()
 	st := drive(ctx, conns, 64, n, 2*time.Hour, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+		if rate > 0 {
+			if d := time.Until(t0.Add(time.Duration(float64(j) / rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		n := start + j
 		k := growthObj(n)
 		switch {
@@ -568,4 +581,223 @@ func runHistory(ctx context.Context, bins map[string]string, names []string, ext
 		fmt.Println()
 	}
 	return nil
+}
+
+// budgetRow is one checkpoint of the budgeted growth run.
+type budgetRow struct {
+	revs              int64
+	fill              time.Duration
+	upd, get          opStats
+	db, wal           int64 // the data directory's files, at the checkpoint
+	live, history     int64 // the live state's keys and values; the log's (Top's total)
+	rss               int64 // the server's VmRSS at the checkpoint
+	peakFile, peakRSS int64 // the largest seen while filling up to it
+	load              string
+}
+
+// runGrowthBudget is the growth run through retention by size and by
+// time ("months in minutes", issue 40): one server keeping at most budget
+// bytes of history (--retain-bytes) for at most window (--retain), filled
+// to each checkpoint, where updates and gets are timed (the better p99 of
+// two passes) and the data directory's files, the live state, the log's
+// bytes and the server's RSS are read; the file's and the RSS's peaks are
+// sampled while filling. The report checks the file against the budget
+// plus the live state plus 20%, RSS past the second checkpoint against
+// the second's plus 10%, and the last update and get p99 against the
+// first's plus 10%.
+func runGrowthBudget(ctx context.Context, bin, workDir string, cfg config, checkpoints []int, budget, window string, rate float64, extra []string) error {
+	budgetBytes, err := mvcc.ParseSize(budget)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(workDir, "growth-budget")
+	os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	srv, err := startGrowthServer(ctx, bin, dir, append([]string{"--retain", window, "--retain-bytes", budget}, extra...)...)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	conns := srv.conns
+	val := strings.Repeat("v", cfg.valueSize)
+	if err := fill(ctx, conns, cfg, growthListPrefix, 500, val); err != nil {
+		return err
+	}
+	const clients = 16
+	cs := conns[:clients]
+	files := func() (db, wal int64) {
+		for name, n := range map[string]*int64{"state.db": &db, "state.db-wal": &wal} {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				*n = fi.Size()
+			}
+		}
+		return db, wal
+	}
+	var rows []budgetRow
+	i, rev := 0, int64(501)
+	for _, cp := range checkpoints {
+		r := budgetRow{}
+		t0 := time.Now()
+		var peakFile, peakRSS atomic.Int64
+		sctx, stopSampling := context.WithCancel(ctx)
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			t := time.NewTicker(2 * time.Second)
+			defer t.Stop()
+			for {
+				db, wal := files()
+				if m, err := readMemory(srv.pid); err == nil && m.rss > peakRSS.Load() {
+					peakRSS.Store(m.rss)
+				}
+				if db+wal > peakFile.Load() {
+					peakFile.Store(db + wal)
+				}
+				select {
+				case <-sctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		// Fill in steps, so that a step's revision count is exact whatever
+		// the measurements in between added.
+		for need := int64(cp) - rev; need > 0 && ctx.Err() == nil; need = int64(cp) - rev {
+			if err := growthFillPaced(ctx, conns, cfg, i, int(need), val, rate); err != nil {
+				stopSampling()
+				return fmt.Errorf("fill to %d: %w", cp, err)
+			}
+			i += int(need)
+			rev = growthRev(ctx, conns[0], cfg)
+		}
+		stopSampling()
+		<-sampled
+		r.fill, r.peakFile, r.peakRSS = time.Since(t0), peakFile.Load(), peakRSS.Load()
+		r.revs = rev
+		logf("growth-budget: %d revisions in %v (load %s)", r.revs, r.fill.Round(time.Second), loadAvg())
+		for round := 0; round < 2; round++ {
+			upd := drive(ctx, cs, clients, 3000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+				k := growthObj(j * growthStride)
+				g, err := c.Get(ctx, k)
+				if err != nil {
+					return err
+				}
+				var mod int64
+				if len(g.Kvs) == 1 {
+					mod = g.Kvs[0].ModRevision
+				}
+				_, err = c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", mod)).Then(clientv3.OpPut(k, val)).Else(clientv3.OpGet(k)).Commit()
+				return err
+			})
+			get := drive(ctx, cs, clients, 5000, cfg.phaseTime, cfg.reqTimeout, func(ctx context.Context, c *clientv3.Client, j int) error {
+				_, err := c.Get(ctx, growthObj(j*7))
+				return err
+			})
+			for _, s := range []opStats{upd, get} {
+				if s.errs > 0 {
+					logf("growth-budget: %d errors: %s", s.errs, s.firstErr)
+				}
+			}
+			r.upd, r.get = betterP99(r.upd, upd), betterP99(r.get, get)
+		}
+		rev = growthRev(ctx, conns[0], cfg)
+		r.db, r.wal = files()
+		r.live = liveBytes(ctx, conns[0], cfg)
+		r.history = logBytes(ctx, conns[0], cfg)
+		if m, err := readMemory(srv.pid); err == nil {
+			r.rss = m.rss
+		}
+		r.load = loadAvg()
+		logf("growth-budget: database %s + WAL %s, live %s, log %s, RSS %s; update p99 %v, get p99 %v",
+			fmtMB(r.db), fmtMB(r.wal), fmtMB(r.live), fmtMB(r.history), fmtMB(r.rss), r.upd.p99(), r.get.p99())
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return ctx.Err()
+	}
+
+	fmt.Printf("\n### Growth through retention: QuantyKube (SQLite), --retain %s --retain-bytes %s %s, filled at %.0f Puts/s (0: flat out), %d clients, %d-byte values, better p99 of 2 per checkpoint\n\n", window, budget, strings.Join(extra, " "), rate, clients, cfg.valueSize)
+	fmt.Println("| revisions | fill time | update txn p50 / p99 | get p50 / p99 | database + WAL | peak while filling | live state | log (Top) | bound: (budget + live) x 1.2 | RSS | peak RSS while filling | load |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	ps := func(s opStats) string { return fmtSec(s.p50().Seconds()) + " / " + fmtSec(s.p99().Seconds()) }
+	bound := func(r budgetRow) int64 { return (budgetBytes + r.live) * 12 / 10 }
+	for _, r := range rows {
+		fmt.Printf("| %d | %v | %s | %s | %s + %s | %s | %s | %s | %s | %s | %s | %s |\n", r.revs, r.fill.Round(time.Second), ps(r.upd), ps(r.get),
+			fmtMB(r.db), fmtMB(r.wal), fmtMB(r.peakFile), fmtMB(r.live), fmtMB(r.history), fmtMB(bound(r)), fmtMB(r.rss), fmtMB(r.peakRSS), r.load)
+	}
+	a, z := rows[0], rows[len(rows)-1]
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	ratio := func(x, y opStats) float64 { return y.p99().Seconds() / max(x.p99().Seconds(), 1e-9) }
+	fmt.Printf("\nAt %d against %d revisions: update p99 %.2fx, get p99 %.2fx (target 1.10x or less: %s)\n", z.revs, a.revs,
+		ratio(a.upd, z.upd), ratio(a.get, z.get), verdict(ratio(a.upd, z.upd) <= 1.1 && ratio(a.get, z.get) <= 1.1))
+	var worst int64
+	for _, r := range rows {
+		worst = max(worst, r.peakFile, r.db+r.wal)
+	}
+	fmt.Printf("File: largest %s (database + WAL, at checkpoints and sampled while filling) against a bound of %s (target: within it: %s)\n",
+		fmtMB(worst), fmtMB(bound(z)), verdict(worst <= bound(z)))
+	if len(rows) >= 3 {
+		b := rows[1]
+		var peak int64
+		for _, r := range rows[1:] {
+			peak = max(peak, r.rss, r.peakRSS)
+		}
+		fmt.Printf("RSS: %s at %d revisions, %s at %d, at most %s in between (target: within 10%% of the second checkpoint's: %s)\n",
+			fmtMB(b.rss), b.revs, fmtMB(z.rss), z.revs, fmtMB(peak), verdict(float64(peak) <= 1.1*float64(b.rss)))
+	}
+	return nil
+}
+
+// growthRev is the store's revision now (0 if unreadable).
+func growthRev(ctx context.Context, c *clientv3.Client, cfg config) int64 {
+	cctx, cancel := context.WithTimeout(ctx, cfg.reqTimeout)
+	defer cancel()
+	r, err := c.Get(cctx, "/registry/growth/none")
+	if err != nil {
+		return 0
+	}
+	return r.Header.Revision
+}
+
+// liveBytes is the live state's keys and values, read in pages (0 if
+// unreadable).
+func liveBytes(ctx context.Context, c *clientv3.Client, cfg config) int64 {
+	var n int64
+	from := "\x00"
+	for page := 0; page < 10_000; page++ {
+		cctx, cancel := context.WithTimeout(ctx, cfg.reqTimeout)
+		r, err := c.Get(cctx, from, clientv3.WithFromKey(), clientv3.WithLimit(1000))
+		cancel()
+		if err != nil {
+			return 0
+		}
+		for _, kv := range r.Kvs {
+			n += int64(len(kv.Key) + len(kv.Value))
+		}
+		if !r.More || len(r.Kvs) == 0 {
+			break
+		}
+		from = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+	}
+	return n
+}
+
+// logBytes is the keys and values the log holds, live rows included:
+// History's Top total (0 if unreadable).
+func logBytes(ctx context.Context, c *clientv3.Client, cfg config) int64 {
+	cctx, cancel := context.WithTimeout(ctx, cfg.reqTimeout)
+	defer cancel()
+	r, err := historypb.NewHistoryClient(c.ActiveConnection()).Top(cctx, &historypb.TopRequest{Limit: 1})
+	if err != nil || r.Total == nil {
+		return 0
+	}
+	return r.Total.Bytes
 }

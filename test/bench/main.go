@@ -83,6 +83,9 @@ func run() error {
 	work := flag.String("work", ".cache/bench/run", "where the servers' data directories go")
 	growth := flag.Bool("growth", false, "instead of the table: QuantyKube's write and read latency at 10^4 and 10^6 retained revisions")
 	growthRevs := flag.String("growth-revisions", "10000,1000000", "retained-revision checkpoints for -growth")
+	growthBudget := flag.String("growth-budget", "", "with -growth: instead, the growth run through retention: the server keeps at most this much history (--retain-bytes, e.g. 256Mi) for at most -growth-retain; the report checks the file against the budget plus the live state plus 20% and RSS for flatness")
+	growthRate := flag.Float64("growth-rate", 2000, "with -growth-budget: fill at most this many Puts per second (0: flat out, faster than pruning keeps up on a small machine)")
+	growthRetain := flag.String("growth-retain", "2m", "with -growth-budget: the server's --retain")
 	growthPaired := flag.Int("growth-paired-rounds", 8, "with -growth: rounds that time updates in turn on the first checkpoint's data and the last's (0: none)")
 	history := flag.Bool("history", false, "instead of the table: only quantykube.History (Get at a time, Log of a busy key) at 1 and 16 clients, on growth data filled once and kept under -history-cache (with -quantykube-base: that binary too, same data)")
 	historyRevs := flag.Int("history-revisions", 1_000_000, "retained revisions of -history's data")
@@ -135,6 +138,9 @@ func run() error {
 		checkpoints, err := parseInts(*growthRevs)
 		if err != nil {
 			return err
+		}
+		if *growthBudget != "" {
+			return runGrowthBudget(ctx, *qkBin, workDir, cfg, checkpoints, *growthBudget, *growthRetain, *growthRate, strings.Fields(*qkFlags))
 		}
 		return runGrowth(ctx, *qkBin, workDir, cfg, checkpoints, *growthPaired)
 	}
