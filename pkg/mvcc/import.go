@@ -109,8 +109,9 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
 	sh, _ := d.(Shared)
-	// migrate needs only the store's connections, dialect and logger.
-	s := &Store{d: d, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
+	// migrate needs only the store's connections, dialect, statements and
+	// logger.
+	s := &Store{d: d, sql: bindStatements(d), wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
 	if err := s.migrate(ctx, sh); err != nil {
 		im.Close()
 		return nil, fmt.Errorf("import: %w", err)
