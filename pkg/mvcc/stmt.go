@@ -12,11 +12,13 @@ import (
 // runs it.
 type statements struct {
 	schema schemaSQL // schema.go
+	imp    importSQL // import.go
 }
 
 func bindStatements(d Dialect) *statements {
 	return &statements{
 		schema: bindSchemaSQL(d),
+		imp:    bindImportSQL(d),
 	}
 }
 
