@@ -11,14 +11,16 @@ import (
 // binds a query at run time. Each area's text stays beside the code that
 // runs it.
 type statements struct {
-	schema schemaSQL // schema.go
-	imp    importSQL // import.go
+	schema  schemaSQL  // schema.go
+	imp     importSQL  // import.go
+	regress regressSQL // regress.go
 }
 
 func bindStatements(d Dialect) *statements {
 	return &statements{
-		schema: bindSchemaSQL(d),
-		imp:    bindImportSQL(d),
+		schema:  bindSchemaSQL(d),
+		imp:     bindImportSQL(d),
+		regress: bindRegressSQL(d),
 	}
 }
 
