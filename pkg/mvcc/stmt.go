@@ -14,6 +14,7 @@ type statements struct {
 	schema  schemaSQL  // schema.go
 	imp     importSQL  // import.go
 	regress regressSQL // regress.go
+	lease   leaseSQL   // lease.go
 }
 
 func bindStatements(d Dialect) *statements {
@@ -21,6 +22,7 @@ func bindStatements(d Dialect) *statements {
 		schema:  bindSchemaSQL(d),
 		imp:     bindImportSQL(d),
 		regress: bindRegressSQL(d),
+		lease:   bindLeaseSQL(d),
 	}
 }
 
