@@ -35,6 +35,7 @@ import (
 type Import struct {
 	ctx    context.Context
 	d      Dialect
+	sql    importSQL
 	sh     Shared
 	wdb    *sql.DB
 	rdb    *sql.DB
@@ -98,8 +99,11 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 	}
 	im := &Import{ctx: ctx, d: d, now: opts.Now().UnixMilli(), subs: map[int64]int64{}, leases: map[int64]int64{}, attach: map[int64]bool{}}
 	if opts.DryRun {
+		// No target: nothing to run SQL on (d may be nil).
 		return im, nil
 	}
+	st := bindStatements(d)
+	im.sql = st.imp
 	var err error
 	// Before Open, which may write (SQLite switches the file to WAL).
 	if err := checkOwnTables(ctx, d); err != nil {
@@ -109,8 +113,9 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
 	sh, _ := d.(Shared)
-	// migrate needs only the store's connections, dialect and logger.
-	s := &Store{d: d, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
+	// migrate needs only the store's connections, dialect, statements and
+	// logger.
+	s := &Store{d: d, sql: st, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
 	if err := s.migrate(ctx, sh); err != nil {
 		im.Close()
 		return nil, fmt.Errorf("import: %w", err)
@@ -194,10 +199,10 @@ func (im *Import) begin(sh Shared) error {
 		return fmt.Errorf("the target is not empty (revision %d, %d keys, %d log rows, %d leases): import fills only a new store", rev, keys, rows, leases)
 	}
 	if sh == nil {
-		if im.put, err = tx.PrepareContext(im.ctx, im.d.Bind(sqlInsertPut)); err != nil {
+		if im.put, err = tx.PrepareContext(im.ctx, im.sql.insertPut); err != nil {
 			return err
 		}
-		if im.cur, err = tx.PrepareContext(im.ctx, im.d.Bind(sqlImportCurrent)); err != nil {
+		if im.cur, err = tx.PrepareContext(im.ctx, im.sql.insertCurrent); err != nil {
 			return err
 		}
 	}
@@ -207,6 +212,29 @@ func (im *Import) begin(sh Shared) error {
 // sqlImportCurrent inserts without ON CONFLICT: a key given twice is an
 // error, never a silent overwrite.
 const sqlImportCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?)`
+
+// importSQL is an import's SQL, and startImportedLeases', bound for the
+// dialect. A shared database's rows and revision go through its
+// WriteBatch instead of insertPut, insertCurrent, setRev and
+// setLastUnixMs.
+type importSQL struct {
+	insertPut, insertCurrent, insertLease  string
+	setRev, setLastUnixMs                  string
+	setRetainFloor, insertMeta, deleteMeta string
+}
+
+func bindImportSQL(d Dialect) importSQL {
+	return importSQL{
+		insertPut:      d.Bind(sqlInsertPut),
+		insertCurrent:  d.Bind(sqlImportCurrent),
+		insertLease:    d.Bind(sqlInsertLease),
+		setRev:         d.Bind(sqlSetRev),
+		setLastUnixMs:  d.Bind(sqlSetLastUnixMs),
+		setRetainFloor: d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`),
+		insertMeta:     d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
+		deleteMeta:     d.Bind(`DELETE FROM meta WHERE name = ?`),
+	}
+}
 
 // Put imports one live key. Keys come in ascending byte order, each once;
 // a key's revisions satisfy 1 <= CreateRevision <= ModRevision and its
@@ -300,7 +328,7 @@ func (im *Import) Lease(id, ttl int64) error {
 	if im.tx == nil {
 		return nil
 	}
-	if _, err := im.tx.ExecContext(im.ctx, im.d.Bind(sqlInsertLease), id, ttl); err != nil {
+	if _, err := im.tx.ExecContext(im.ctx, im.sql.insertLease, id, ttl); err != nil {
 		return fmt.Errorf("import: write lease %d: %w", id, err)
 	}
 	return nil
@@ -333,24 +361,24 @@ func (im *Import) Commit(rev int64) (ImportStats, error) {
 }
 
 func (im *Import) commit(rev int64) error {
-	ctx, tx, bind := im.ctx, im.tx, im.d.Bind
+	ctx, tx := im.ctx, im.tx
 	if im.sh != nil {
 		im.pend.SetRev, im.pend.Rev = true, rev
 		if err := im.flush(); err != nil {
 			return err
 		}
 	} else {
-		if _, err := tx.ExecContext(ctx, bind(sqlSetRev), rev); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.setRev, rev); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, bind(sqlSetLastUnixMs), im.now); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.setLastUnixMs, im.now); err != nil {
 			return err
 		}
 	}
 	// What came before rev is not here: to the etcd API it is pruned
 	// history (reads and watches below rev answer "compacted"), and every
 	// retention rule's History floor starts at rev (retention.go).
-	if _, err := tx.ExecContext(ctx, bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`), rev); err != nil {
+	if _, err := tx.ExecContext(ctx, im.sql.setRetainFloor, rev); err != nil {
 		return err
 	}
 	marks := map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now}
@@ -358,7 +386,7 @@ func (im *Import) commit(rev int64) error {
 		marks[importedLeasesPending] = 1
 	}
 	for name, v := range marks {
-		if _, err := tx.ExecContext(ctx, bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, v); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.insertMeta, name, v); err != nil {
 			return err
 		}
 	}
@@ -383,7 +411,7 @@ func (s *Store) startImportedLeases(ctx context.Context, sh Shared) error {
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, s.d.Bind(`DELETE FROM meta WHERE name = ?`), importedLeasesPending)
+	res, err := tx.ExecContext(ctx, s.sql.imp.deleteMeta, importedLeasesPending)
 	if err != nil {
 		return err
 	}

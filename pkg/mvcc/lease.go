@@ -192,6 +192,18 @@ func (s *Store) Renew(ctx context.Context, id int64) (int64, error) {
 	return ttl, nil
 }
 
+// leaseSQL is the lease reads' SQL outside a batch, bound for the store's
+// dialect (a batch's run through prepTx or binder).
+type leaseSQL struct {
+	keys string
+}
+
+func bindLeaseSQL(d Dialect) leaseSQL {
+	return leaseSQL{
+		keys: d.Bind(`SELECT key FROM current WHERE lease = ? ORDER BY key`),
+	}
+}
+
 // TimeToLive reports a lease; its keys are read only when asked for (Lessor).
 func (s *Store) TimeToLive(ctx context.Context, id int64, keys bool) (*LeaseInfo, error) {
 	info, ok := s.leases.info(id)
@@ -199,7 +211,7 @@ func (s *Store) TimeToLive(ctx context.Context, id int64, keys bool) (*LeaseInfo
 		return nil, ErrLeaseNotFound
 	}
 	if keys {
-		rows, err := s.rdb.QueryContext(ctx, s.d.Bind(`SELECT key FROM current WHERE lease = ? ORDER BY key`), id)
+		rows, err := s.rdb.QueryContext(ctx, s.sql.lease.keys, id)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -38,15 +40,58 @@ const RevisionBump = 1_000_000_000
 // every replica, whatever its own state.
 const resetMeta = "reset"
 
+// regressSQL is BumpRevision's SQL, bound for a dialect.
+type regressSQL struct {
+	setRev, setReset string
+}
+
+func bindRegressSQL(d Dialect) regressSQL {
+	return regressSQL{
+		setRev: d.Bind(`UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`),
+		setReset: d.Bind(`INSERT INTO meta (name, value) VALUES ('` + resetMeta + `', ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`),
+	}
+}
+
 // BumpRevision moves the database's revision and Compact's floor to rev,
-// and the floor below which a watch is cancelled, inside tx.
+// and the floor below which a watch is cancelled, inside tx. A Store runs
+// the statements it bound at open (bumpRevision); for a caller outside
+// one (pkg/drivers/sqlite's restore) they are bound once and kept while
+// the calls name the same dialect (regressSQLFor).
 func BumpRevision(ctx context.Context, tx *sql.Tx, d Dialect, rev int64) error {
-	if _, err := tx.ExecContext(ctx, d.Bind(`UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`), rev); err != nil {
+	return bumpRevision(ctx, tx, regressSQLFor(d), rev)
+}
+
+func bumpRevision(ctx context.Context, tx *sql.Tx, q regressSQL, rev int64) error {
+	if _, err := tx.ExecContext(ctx, q.setRev, rev); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, d.Bind(`INSERT INTO meta (name, value) VALUES ('`+resetMeta+`', ?)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`), rev)
+	_, err := tx.ExecContext(ctx, q.setReset, rev)
 	return err
+}
+
+// lastRegressSQL is regressSQLFor's cache: one dialect, as a restore calls
+// with one, so that it holds no more than that whatever the callers.
+var lastRegressSQL atomic.Pointer[dialectRegressSQL]
+
+type dialectRegressSQL struct {
+	d Dialect
+	q regressSQL
+}
+
+// regressSQLFor is d's regressSQL, bound again only for another dialect.
+// A dialect whose type is not comparable is bound at each call: == on it
+// would panic.
+func regressSQLFor(d Dialect) regressSQL {
+	if !reflect.TypeOf(d).Comparable() {
+		return bindRegressSQL(d)
+	}
+	if c := lastRegressSQL.Load(); c != nil && c.d == d {
+		return c.q
+	}
+	q := bindRegressSQL(d)
+	lastRegressSQL.Store(&dialectRegressSQL{d: d, q: q})
+	return q
 }
 
 // regressedError is a batch that found the database at a revision below
@@ -132,7 +177,7 @@ func (t *tailer) bump(ctx context.Context, seen int64) (rev int64, bumped bool, 
 		return rev, false, nil
 	}
 	rev = seen + RevisionBump
-	if err := BumpRevision(ctx, tx, t.s.d, rev); err != nil {
+	if err := bumpRevision(ctx, tx, t.s.sql.regress, rev); err != nil {
 		return 0, false, err
 	}
 	if err := t.sh.Notify(ctx, tx, t.instance+notifyRev); err != nil {

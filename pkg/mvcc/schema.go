@@ -17,6 +17,20 @@ func randomID() int64 {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
 }
 
+// schemaSQL is migrate's SQL, bound for the store's dialect.
+type schemaSQL struct {
+	version, insertMeta, insertVersion, setVersion string
+}
+
+func bindSchemaSQL(d Dialect) schemaSQL {
+	return schemaSQL{
+		version:       d.Bind(`SELECT value FROM meta WHERE name = 'schema'`),
+		insertMeta:    d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
+		insertVersion: d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`),
+		setVersion:    d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`),
+	}
+}
+
 // migrate brings the schema to the newest version this binary knows, in
 // one transaction (under sh's lock, when replicas may start at once).
 func (s *Store) migrate(ctx context.Context, sh Shared) error {
@@ -34,7 +48,7 @@ func (s *Store) migrate(ctx context.Context, sh Shared) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	var have int64
-	err = tx.QueryRowContext(ctx, s.d.Bind(`SELECT value FROM meta WHERE name = 'schema'`)).Scan(&have)
+	err = tx.QueryRowContext(ctx, s.sql.schema.version).Scan(&have)
 	if errors.Is(err, sql.ErrNoRows) {
 		have = 0
 	} else if err != nil {
@@ -63,14 +77,14 @@ func (s *Store) migrate(ctx context.Context, sh Shared) error {
 	if have == 0 {
 		// An empty store is at revision 1, as etcd's is.
 		for name, value := range map[string]int64{"rev": 1, "compact": 0, "member_id": randomID(), "cluster_id": randomID(), "last_unix_ms": 0} {
-			if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`), name, value); err != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.schema.insertMeta, name, value); err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, s.d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`), int64(len(steps))); err != nil {
+		if _, err := tx.ExecContext(ctx, s.sql.schema.insertVersion, int64(len(steps))); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-	} else if _, err := tx.ExecContext(ctx, s.d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`), int64(len(steps))); err != nil {
+	} else if _, err := tx.ExecContext(ctx, s.sql.schema.setVersion, int64(len(steps))); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return tx.Commit()

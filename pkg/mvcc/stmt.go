@@ -6,6 +6,26 @@ import (
 	"sync"
 )
 
+// statements is the SQL the store runs as it is, unprepared, bound for
+// its dialect once, when the store (or an import) opens, so that no call
+// binds a query at run time. Each area's text stays beside the code that
+// runs it.
+type statements struct {
+	schema  schemaSQL  // schema.go
+	imp     importSQL  // import.go
+	regress regressSQL // regress.go
+	lease   leaseSQL   // lease.go
+}
+
+func bindStatements(d Dialect) *statements {
+	return &statements{
+		schema:  bindSchemaSQL(d),
+		imp:     bindImportSQL(d),
+		regress: bindRegressSQL(d),
+		lease:   bindLeaseSQL(d),
+	}
+}
+
 // prepared keeps one prepared statement per SQL text for a pool, so hot
 // queries are parsed once per connection instead of once per request.
 //

@@ -64,6 +64,7 @@ type Store struct {
 	wdb    *sql.DB // exactly one connection: the writer's
 	rdb    *sql.DB
 	q      queries
+	sql    *statements
 	wstmts *prepared
 	rstmts *prepared
 	hub    *hub
@@ -153,6 +154,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s := &Store{
 		d: d, opts: opts, log: opts.Logger, wdb: wdb, rdb: rdb,
 		q:      queries{d: d},
+		sql:    bindStatements(d),
 		wstmts: newPrepared(wdb, d),
 		rstmts: newPrepared(rdb, d),
 		reqs:   make(chan *writeReq, 4096),
