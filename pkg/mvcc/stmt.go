@@ -11,18 +11,22 @@ import (
 // binds a query at run time. Each area's text stays beside the code that
 // runs it.
 type statements struct {
-	schema  schemaSQL  // schema.go
-	imp     importSQL  // import.go
-	regress regressSQL // regress.go
-	lease   leaseSQL   // lease.go
+	schema    schemaSQL    // schema.go
+	imp       importSQL    // import.go
+	regress   regressSQL   // regress.go
+	lease     leaseSQL     // lease.go
+	retention retentionSQL // retention.go
+	budget    budgetSQL    // budget.go
 }
 
 func bindStatements(d Dialect) *statements {
 	return &statements{
-		schema:  bindSchemaSQL(d),
-		imp:     bindImportSQL(d),
-		regress: bindRegressSQL(d),
-		lease:   bindLeaseSQL(d),
+		schema:    bindSchemaSQL(d),
+		imp:       bindImportSQL(d),
+		regress:   bindRegressSQL(d),
+		lease:     bindLeaseSQL(d),
+		retention: bindRetentionSQL(d),
+		budget:    bindBudgetSQL(d),
 	}
 }
 
