@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 // and Get: nothing panics; a request refused is refused with
 // InvalidArgument before the store is asked anything; a Log request
 // accepted reaches the store as its key range, a limit within bounds and
-// the position its continue token names.
+// the position its continue token names, unless the times it names leave
+// an empty window, which is answered without reading a change.
 func FuzzRequest(f *testing.F) {
 	for _, r := range []*historypb.Request{
 		{Key: []byte("/registry/pods/ns/a")},
@@ -30,6 +32,8 @@ func FuzzRequest(f *testing.F) {
 		{Key: []byte("k"), Limit: 1 << 40},
 		{Key: []byte("k"), Continue: "0.0"},
 		{Key: []byte("b"), RangeEnd: []byte("a")},
+		{Key: []byte("0"), UnixMs: 48, EndUnixMs: 6204},
+		{Key: []byte("0"), Revision: 70, EndUnixMs: 6204},
 		{},
 	} {
 		b, err := proto.Marshal(r)
@@ -46,7 +50,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		st := &fakeStore{rev: 100, atRev: 50, first: 60, firstOK: true}
 		s := New(st)
-		_, err := s.Log(context.Background(), r)
+		resp, err := s.Log(context.Background(), r)
 		if err != nil {
 			if c := status.Code(err); c != codes.InvalidArgument {
 				t.Fatalf("Log %v: %v, want InvalidArgument", r, err)
@@ -55,10 +59,26 @@ func FuzzRequest(f *testing.F) {
 				t.Fatalf("Log %v was refused (%v) after asking the store %q", r, err, st.calls)
 			}
 		} else {
-			q := st.query
 			if len(r.Key) == 0 || r.Limit < 0 || (r.Revision != 0 && r.UnixMs != 0) || r.Revision < 0 || r.UnixMs < 0 {
 				t.Fatalf("Log accepted %v", r)
 			}
+			// The fake's first revision from unix_ms is st.first and its
+			// last before end_unix_ms is st.atRev: a window starting after
+			// it ends holds nothing.
+			from := r.Revision
+			if r.UnixMs != 0 {
+				from = st.first
+			}
+			empty := r.EndUnixMs != 0 && st.atRev < from
+			switch read := slices.Contains(st.calls, "Log"); {
+			case empty && (read || len(resp.Entries) != 0 || resp.Continue != ""):
+				t.Fatalf("Log %v of an empty window read the changes (%q) or answered %v", r, st.calls, resp)
+			case !empty && !read:
+				t.Fatalf("Log %v answered without reading the changes (%q)", r, st.calls)
+			}
+		}
+		if err == nil && slices.Contains(st.calls, "Log") {
+			q := st.query
 			want := mvcc.NewKeyRange(r.Key, r.RangeEnd)
 			if !bytes.Equal(q.Range.Key, want.Key) || !bytes.Equal(q.Range.End, want.End) || q.Range.Unbounded != want.Unbounded {
 				t.Fatalf("Log %v read the range %+v, want %+v", r, q.Range, want)
