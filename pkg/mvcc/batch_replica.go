@@ -13,7 +13,7 @@ import (
 )
 
 // The replica batch serves a database that replicas share across a
-// network (Shared, ADR-007), where every round trip counts: a batch is
+// network (ReplicaDialect, ADR-007), where every round trip counts: a batch is
 // BEGIN, the lock (which reads the committed revision) and one read of the
 // floors and of every current row the batch names, sent together; then one
 // statement with all of its writes, sent with COMMIT: two round trips
@@ -48,7 +48,7 @@ func putBytes(key, value []byte) int { return 2*len(key) + len(value) }
 
 type replicaBatcher struct {
 	s  *Store
-	sh Shared
+	sh ReplicaDialect
 	// notify is this replica's prefix for the notifications its batches
 	// send (tail.go), so that its own tailer can ignore them.
 	notify string

@@ -76,7 +76,7 @@ type LazyRows interface {
 	LazyRows()
 }
 
-// Shared is implemented by dialects whose database several QuantyKube
+// ReplicaDialect is implemented by dialects whose database several QuantyKube
 // processes (replicas) may write at once, such as PostgreSQL. The engine
 // then trusts the database, not its memory, between batches (ADR-007):
 //
@@ -101,7 +101,7 @@ type LazyRows interface {
 //
 // A dialect without it (SQLite) has exactly one process writing: the
 // engine keeps the live index and assigns revisions from memory.
-type Shared interface {
+type ReplicaDialect interface {
 	// LockMigrate serializes schema migration between processes starting at
 	// once, and fails while an import holds LockImport; it runs first in
 	// the migration transaction.

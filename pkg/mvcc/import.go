@@ -30,13 +30,13 @@ import (
 // Everything is written in one transaction, so an import either fills the
 // store or leaves it as it was: a failed import can be run again. The
 // store must not be open elsewhere: SQLite's lock refuses it, and on a
-// shared database Shared.LockImport refuses while a server is connected,
+// shared database ReplicaDialect.LockImport refuses while a server is connected,
 // and servers opening the store are refused until the import ends.
 type Import struct {
 	ctx    context.Context
 	d      Dialect
 	sql    importSQL
-	sh     Shared
+	sh     ReplicaDialect
 	wdb    *sql.DB
 	rdb    *sql.DB
 	tx     *sql.Tx
@@ -45,7 +45,7 @@ type Import struct {
 	now    int64
 	closed bool
 
-	// Writes held back for one WriteBatch (Shared dialects).
+	// Writes held back for one WriteBatch (a ReplicaDialect).
 	pend      BatchWrites
 	pendBytes int
 
@@ -112,7 +112,7 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 	if im.wdb, im.rdb, err = d.Open(ctx); err != nil {
 		return nil, fmt.Errorf("import: open the target: %w", err)
 	}
-	sh, _ := d.(Shared)
+	sh, _ := d.(ReplicaDialect)
 	// migrate needs only the store's connections, dialect, statements and
 	// logger.
 	s := &Store{d: d, sql: st, wdb: im.wdb, rdb: im.rdb, log: opts.Logger}
@@ -164,7 +164,7 @@ func ownTables(d Dialect) map[string]bool {
 
 var createTableRE = regexp.MustCompile(`(?i)^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)`)
 
-func (im *Import) begin(sh Shared) error {
+func (im *Import) begin(sh ReplicaDialect) error {
 	tx, err := im.wdb.BeginTx(im.ctx, nil)
 	if err != nil {
 		return err
@@ -405,7 +405,7 @@ const importedLeasesPending = "imported_leases_pending"
 // import, and a lease shorter than the time between the import and the
 // start would have ended before any server served it. Of replicas opening
 // at once, the one whose DELETE takes the mark starts them.
-func (s *Store) startImportedLeases(ctx context.Context, sh Shared) error {
+func (s *Store) startImportedLeases(ctx context.Context, sh ReplicaDialect) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 // its own and the other replicas' batches: through random writes spread
 // over two replicas, each one's reads are what SQL answers on the same
 // database.
-func TestSharedLiveIndexAnswersAsSQL(t *testing.T) {
+func TestReplicaLiveIndexAnswersAsSQL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, seed := range []uint64{1, 2} {
@@ -59,7 +59,7 @@ func TestSharedLiveIndexAnswersAsSQL(t *testing.T) {
 // its tailer reads it; a read there must not. It waits for the index to
 // reach the revision the database had when the read began (etcd's
 // ReadIndex). A serializable read may answer from the index as it is.
-func TestSharedLiveIndexReadWaitsForTheDatabase(t *testing.T) {
+func TestReplicaLiveIndexReadWaitsForTheDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dsn := framework.PostgresDatabase(t)

@@ -8,7 +8,7 @@
 // implements all of them. Files are one concern each. Where the databases
 // differ, the file says which it serves: _sqlite files run only where this
 // process is the database's one writer (SQLite), replica files and tail.go
-// only where replicas share it (PostgreSQL, MySQL: a Shared dialect), and
+// only where replicas share it (PostgreSQL, MySQL: a ReplicaDialect), and
 // the store's fields for them sit behind Store.replica, nil on SQLite.
 //
 //	kv.go                    the interfaces (this file)

@@ -52,9 +52,9 @@ type lessor struct {
 	mu  sync.Mutex
 	now func() time.Time
 	m   map[int64]*leaseState
-	// renewShared, when set, renews in the database (a shared database),
+	// renewReplica, when set, renews in the database (a shared database),
 	// and the table follows it.
-	renewShared func(ctx context.Context, id int64) (ttl int64, ok bool, err error)
+	renewReplica func(ctx context.Context, id int64) (ttl int64, ok bool, err error)
 }
 
 type leaseState struct {
@@ -118,8 +118,8 @@ func (l *lessor) expired() []int64 {
 
 // renew restarts a live lease's TTL; ok is false for an unknown or expired one.
 func (l *lessor) renew(ctx context.Context, id int64) (ttl int64, ok bool, err error) {
-	if l.renewShared != nil {
-		ttl, ok, err := l.renewShared(ctx, id)
+	if l.renewReplica != nil {
+		ttl, ok, err := l.renewReplica(ctx, id)
 		if ok {
 			l.add(id, ttl)
 		}

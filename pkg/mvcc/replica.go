@@ -7,7 +7,7 @@ import (
 )
 
 // replicaState is what a store keeps only where replicas share the
-// database (a Shared dialect: PostgreSQL, MySQL). Store.replica is nil on
+// database (a ReplicaDialect: PostgreSQL, MySQL). Store.replica is nil on
 // SQLite, and every branch between the two paths tests it.
 type replicaState struct {
 	// tail publishes every replica's batches, this one's included
@@ -31,10 +31,10 @@ type replicaState struct {
 // openReplica readies a store whose database replicas share: the
 // database, not memory, is the authority on revisions, floors and
 // leases; batches come from replicaBatcher and the tailer publishes them.
-func (s *Store) openReplica(ctx context.Context, sh Shared, w *writer) error {
+func (s *Store) openReplica(ctx context.Context, sh ReplicaDialect, w *writer) error {
 	r := &replicaState{tail: newTailer(s, sh)}
 	s.replica = r
-	s.leases.renewShared = r.tail.renew
+	s.leases.renewReplica = r.tail.renew
 	if err := s.startImportedLeases(ctx, sh); err != nil {
 		return fmt.Errorf("start the imported leases: %w", err)
 	}

@@ -33,7 +33,7 @@ func bindSchemaSQL(d Dialect) schemaSQL {
 
 // migrate brings the schema to the newest version this binary knows, in
 // one transaction (under sh's lock, when replicas may start at once).
-func (s *Store) migrate(ctx context.Context, sh Shared) error {
+func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

@@ -47,7 +47,7 @@ type Options struct {
 	PruneBatch    int
 	// LiveIndexBytes budgets the live index, the in-memory index of the
 	// live keys that serves latest-revision reads (index.go, and
-	// index_replica.go on a Shared dialect): 0 takes DefaultLiveIndexBytes.
+	// index_replica.go on a ReplicaDialect): 0 takes DefaultLiveIndexBytes.
 	// DisableLiveIndex turns it off.
 	LiveIndexBytes   int64
 	DisableLiveIndex bool
@@ -165,7 +165,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		freeOSMemory: debug.FreeOSMemory,
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	sh, _ := d.(Shared)
+	sh, _ := d.(ReplicaDialect)
 	if err := s.migrate(ctx, sh); err != nil {
 		return nil, s.abandon(err)
 	}
@@ -304,7 +304,7 @@ func (s *Store) ClusterID() uint64 { return s.clusterID }
 // Rev is the newest committed revision (ReadView).
 func (s *Store) Rev() int64 { return s.publishedRev.Load() }
 
-// Replicated reports whether replicas share the database (a Shared
+// Replicated reports whether replicas share the database (a ReplicaDialect
 // dialect: PostgreSQL or MySQL), so that other processes may write it too.
 func (s *Store) Replicated() bool { return s.replica != nil }
 

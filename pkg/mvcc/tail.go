@@ -28,7 +28,7 @@ import (
 // back reads everything once (what committed while nobody listened).
 type tailer struct {
 	s         *Store
-	sh        Shared
+	sh        ReplicaDialect
 	instance  string // prefixes this replica's notifications
 	mu        sync.Mutex
 	pending   atomic.Uint32 // what to read from the database next (read*)
@@ -65,7 +65,7 @@ const tailStep = 1000
 // check arrives by notification.
 var tailPoll = time.Second
 
-func newTailer(s *Store, sh Shared) *tailer {
+func newTailer(s *Store, sh ReplicaDialect) *tailer {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &tailer{s: s, sh: sh, instance: hex.EncodeToString(b[:]),

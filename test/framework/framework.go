@@ -65,9 +65,9 @@ var (
 	// OnPostgres is QuantyKube on PostgreSQL, directly and through
 	// PgBouncer (test/replica).
 	OnPostgres = []Backend{Postgres, PgBouncer}
-	// Shared is every database several replicas can serve: PostgreSQL,
+	// Replicated is every database several replicas can serve: PostgreSQL,
 	// directly and through PgBouncer, and MariaDB (test/replica).
-	Shared = []Backend{Postgres, PgBouncer, MySQL}
+	Replicated = []Backend{Postgres, PgBouncer, MySQL}
 )
 
 // IsQuantyKube reports whether b is QuantyKube (on any database).

@@ -115,7 +115,7 @@ func checkStream(t *testing.T, name string, evs []*clientv3.Event, acks []ack) {
 // both, a watcher on each: both watchers see exactly the same events in
 // revision order with no hole, and each acknowledged write exactly once.
 func TestReplicas(t *testing.T) {
-	framework.Run(t, framework.Shared, testReplicas)
+	framework.Run(t, framework.Replicated, testReplicas)
 }
 
 func testReplicas(t *testing.T, b framework.Backend) {
@@ -252,7 +252,7 @@ func testReplicas(t *testing.T, b framework.Backend) {
 // (one revision, one DELETE per key on every watcher); Compact through one
 // replica is the floor on both.
 func TestReplicaLeasesAndCompact(t *testing.T) {
-	framework.Run(t, framework.Shared, testReplicaLeasesAndCompact)
+	framework.Run(t, framework.Replicated, testReplicaLeasesAndCompact)
 }
 
 func testReplicaLeasesAndCompact(t *testing.T, b framework.Backend) {

@@ -9,7 +9,7 @@ import (
 
 // Leases reads every lease with the milliseconds it has left, on the
 // database's clock: nowMs is the dialect's SQL for the time now in Unix
-// milliseconds (mvcc.Shared.Leases).
+// milliseconds (mvcc.ReplicaDialect.Leases).
 func Leases(ctx context.Context, db *sql.DB, nowMs string) ([]mvcc.LeaseRow, error) {
 	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
 	if err != nil {

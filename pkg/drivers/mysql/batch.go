@@ -1,6 +1,6 @@
 package mysql
 
-// The write batch (mvcc.Shared): the lock every replica's batches take in
+// The write batch (mvcc.ReplicaDialect): the lock every replica's batches take in
 // turn, the read of the state they start from, and the writes, each sent
 // as one multi-statement query (MySQL runs a query's statements in order
 // and stops at the first that fails), in one round trip unless the

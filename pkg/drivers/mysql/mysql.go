@@ -1,6 +1,6 @@
 // Package mysql is the MySQL and MariaDB dialect, on go-sql-driver/mysql.
 // Several QuantyKube processes may serve one database: the dialect
-// implements mvcc.Shared as the PostgreSQL dialect does (a database-wide
+// implements mvcc.ReplicaDialect as the PostgreSQL dialect does (a database-wide
 // write lock per batch, leases whose deadlines live in the database), but
 // MySQL has no LISTEN/NOTIFY: the other replicas' commits are polled
 // (Listen), and a server tells an import it is up by a row in meta
@@ -334,8 +334,8 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 var errNotMySQL = errors.New("mysql: the driver's connection does not run statements directly")
 
 var (
-	_ mvcc.Dialect = (*Dialect)(nil)
-	_ mvcc.Shared  = (*Dialect)(nil)
+	_ mvcc.Dialect        = (*Dialect)(nil)
+	_ mvcc.ReplicaDialect = (*Dialect)(nil)
 )
 
 // Where names the server and database without credentials.

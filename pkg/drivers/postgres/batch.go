@@ -1,6 +1,6 @@
 package postgres
 
-// The write batch (mvcc.Shared): the lock every replica's batches take in
+// The write batch (mvcc.ReplicaDialect): the lock every replica's batches take in
 // turn, the read of the state they start from, and the writes, sent as
 // two pgx pipelines (ADR-007, "Two round trips").
 

@@ -2,7 +2,7 @@
 // database/sql adapter so the engine stays shared with SQLite (the write
 // batch's two pipelines use the pgx connection beneath it). Several
 // QuantyKube processes may serve one database: the dialect implements
-// mvcc.Shared (a database-wide write lock per batch, LISTEN/NOTIFY
+// mvcc.ReplicaDialect (a database-wide write lock per batch, LISTEN/NOTIFY
 // wake-ups, leases whose deadlines live in the database).
 package postgres
 
@@ -446,8 +446,8 @@ func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 }
 
 var (
-	_ mvcc.Dialect = (*Dialect)(nil)
-	_ mvcc.Shared  = (*Dialect)(nil)
+	_ mvcc.Dialect        = (*Dialect)(nil)
+	_ mvcc.ReplicaDialect = (*Dialect)(nil)
 )
 
 // withTLSFiles adds BackendTLSConfig's files to the endpoint URL as libpq
