@@ -56,7 +56,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 		return ErrClosed
 	}
 	var have int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'schema'`).Scan(&have); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, s.sql.schema.version).Scan(&have); err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
 	if want := int64(len(s.d.Migrations())); have != want {

@@ -188,7 +188,7 @@ func (im *Import) begin(sh ReplicaDialect) error {
 		return fmt.Errorf("read the target's revision: %w", err)
 	}
 	var keys, rows, leases, imported int64
-	err = tx.QueryRowContext(im.ctx, `SELECT (SELECT COUNT(*) FROM current), (SELECT COUNT(*) FROM log), (SELECT COUNT(*) FROM leases), (SELECT COUNT(*) FROM meta WHERE name = 'imported_rev')`).Scan(&keys, &rows, &leases, &imported)
+	err = tx.QueryRowContext(im.ctx, im.sql.size).Scan(&keys, &rows, &leases, &imported)
 	if err != nil {
 		return fmt.Errorf("read the target's size: %w", err)
 	}
@@ -221,6 +221,8 @@ type importSQL struct {
 	insertPut, insertCurrent, insertLease  string
 	setRev, setLastUnixMs                  string
 	setRetainFloor, insertMeta, deleteMeta string
+	// size counts what the target holds: an import fills only a new store.
+	size string
 }
 
 func bindImportSQL(d Dialect) importSQL {
@@ -233,6 +235,7 @@ func bindImportSQL(d Dialect) importSQL {
 		setRetainFloor: d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`),
 		insertMeta:     d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
 		deleteMeta:     d.Bind(`DELETE FROM meta WHERE name = ?`),
+		size:           `SELECT (SELECT COUNT(*) FROM current), (SELECT COUNT(*) FROM log), (SELECT COUNT(*) FROM leases), (SELECT COUNT(*) FROM meta WHERE name = 'imported_rev')`,
 	}
 }
 

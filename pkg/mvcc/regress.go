@@ -43,6 +43,9 @@ const resetMeta = "reset"
 // regressSQL is BumpRevision's SQL, bound for a dialect.
 type regressSQL struct {
 	setRev, setReset string
+	// lockRev takes the lock every batch takes first and reads the
+	// revision (the tailer's bump).
+	lockRev string
 }
 
 func bindRegressSQL(d Dialect) regressSQL {
@@ -50,6 +53,7 @@ func bindRegressSQL(d Dialect) regressSQL {
 		setRev: d.Bind(`UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`),
 		setReset: d.Bind(`INSERT INTO meta (name, value) VALUES ('` + resetMeta + `', ?)
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value`),
+		lockRev: `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`,
 	}
 }
 
@@ -170,7 +174,7 @@ func (t *tailer) bump(ctx context.Context, seen int64) (rev int64, bumped bool, 
 	}
 	defer tx.Rollback()
 	// The lock every batch takes first: none commits until this ends.
-	if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`).Scan(&rev); err != nil {
+	if err := tx.QueryRowContext(ctx, t.s.sql.regress.lockRev).Scan(&rev); err != nil {
 		return 0, false, err
 	}
 	if rev >= seen {

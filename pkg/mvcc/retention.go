@@ -88,7 +88,7 @@ func (s *Store) initRules(ctx context.Context) error {
 	// An imported store holds nothing before the import's revision, for
 	// any key (import.go).
 	var rev, ms sql.NullInt64
-	err := s.wdb.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'imported_rev'), (SELECT value FROM meta WHERE name = 'imported_unix_ms')`).Scan(&rev, &ms)
+	err := s.wdb.QueryRowContext(ctx, s.sql.retention.imported).Scan(&rev, &ms)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Store) initRules(ctx context.Context) error {
 		r.fl.raise(Floor{Rev: rev.Int64, UnixMs: ms.Int64})
 	}
 	var rf int64
-	if err := s.wdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'retain_floor'`).Scan(&rf); err != nil {
+	if err := s.wdb.QueryRowContext(ctx, s.sql.retention.retainFloor).Scan(&rf); err != nil {
 		return err
 	}
 	s.retainFloor.Store(rf)
@@ -110,7 +110,7 @@ func (s *Store) initRules(ctx context.Context) error {
 // notification arrives (pruneBatch). Floors only rise, so a stale read is
 // harmless.
 func (s *Store) syncFloors(ctx context.Context) error {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT prefix, floor, floor_unix_ms FROM retention`)
+	rows, err := s.rdb.QueryContext(ctx, s.sql.retention.floors)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Store) syncFloors(ctx context.Context) error {
 		return err
 	}
 	var rf int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'retain_floor'`).Scan(&rf); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, s.sql.retention.retainFloor).Scan(&rf); err != nil {
 		return err
 	}
 	storeMax(&s.retainFloor, rf)
@@ -444,6 +444,9 @@ type retentionSQL struct {
 	floor, atTime, atRev, lastBelow           string
 	cursor, insertRule, rows                  string
 	deleteBelow, deleteRow, setRule, setFloor string
+	// The floors as the database holds them: an import's, the log's
+	// (retain_floor) and each rule's.
+	imported, retainFloor, floors string
 }
 
 func bindRetentionSQL(d Dialect) retentionSQL {
@@ -459,5 +462,8 @@ func bindRetentionSQL(d Dialect) retentionSQL {
 		deleteRow:   d.Bind(`DELETE FROM log WHERE id = ?`),
 		setRule:     d.Bind(`UPDATE retention SET floor = ?, floor_unix_ms = ?, cursor = ? WHERE prefix = ?`),
 		setFloor:    d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`),
+		imported:    `SELECT (SELECT value FROM meta WHERE name = 'imported_rev'), (SELECT value FROM meta WHERE name = 'imported_unix_ms')`,
+		retainFloor: `SELECT value FROM meta WHERE name = 'retain_floor'`,
+		floors:      `SELECT prefix, floor, floor_unix_ms FROM retention`,
 	}
 }

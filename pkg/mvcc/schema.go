@@ -20,6 +20,8 @@ func randomID() int64 {
 // schemaSQL is migrate's SQL, bound for the store's dialect.
 type schemaSQL struct {
 	version, insertMeta, insertVersion, setVersion string
+	// What a store loads as it opens: meta's rows and the leases.
+	state, leases string
 }
 
 func bindSchemaSQL(d Dialect) schemaSQL {
@@ -28,6 +30,8 @@ func bindSchemaSQL(d Dialect) schemaSQL {
 		insertMeta:    d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
 		insertVersion: d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`),
 		setVersion:    d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`),
+		state:         `SELECT name, value FROM meta`,
+		leases:        `SELECT id, ttl FROM leases`,
 	}
 }
 
@@ -127,7 +131,7 @@ type persisted struct {
 
 func (s *Store) loadState(ctx context.Context) (persisted, error) {
 	st := persisted{leases: map[int64]int64{}}
-	rows, err := s.wdb.QueryContext(ctx, `SELECT name, value FROM meta`)
+	rows, err := s.wdb.QueryContext(ctx, s.sql.schema.state)
 	if err != nil {
 		return st, err
 	}
@@ -155,7 +159,7 @@ func (s *Store) loadState(ctx context.Context) (persisted, error) {
 	if err := rows.Err(); err != nil {
 		return st, err
 	}
-	rows, err = s.wdb.QueryContext(ctx, `SELECT id, ttl FROM leases`)
+	rows, err = s.wdb.QueryContext(ctx, s.sql.schema.leases)
 	if err != nil {
 		return st, err
 	}

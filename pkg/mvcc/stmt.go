@@ -6,10 +6,13 @@ import (
 	"sync"
 )
 
-// statements is the SQL the store runs as it is, unprepared, bound for
-// its dialect once, when the store (or an import) opens, so that no call
-// binds a query at run time. Each area's text stays beside the code that
-// runs it.
+// statements is the SQL of the store's areas, each area's named and bound
+// for its dialect once, when the store (or an import) opens, so that no
+// call binds a query at run time. Each area's text stays beside the code
+// that runs it; the hot paths' statements (batch.go, history.go) are
+// named constants that the reader pool and the write batch prepare
+// (prepared, below); what is built per request (range.go's conditions)
+// is built by range_sql.go.
 type statements struct {
 	schema    schemaSQL    // schema.go
 	imp       importSQL    // import.go
@@ -17,6 +20,7 @@ type statements struct {
 	lease     leaseSQL     // lease.go
 	retention retentionSQL // retention.go
 	budget    budgetSQL    // budget.go
+	usage     string       // usage.go
 }
 
 func bindStatements(d Dialect) *statements {
@@ -27,6 +31,7 @@ func bindStatements(d Dialect) *statements {
 		lease:     bindLeaseSQL(d),
 		retention: bindRetentionSQL(d),
 		budget:    bindBudgetSQL(d),
+		usage:     usageSQL(d),
 	}
 }
 
