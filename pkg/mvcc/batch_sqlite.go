@@ -101,14 +101,14 @@ type sqliteBatcher struct {
 // writer's commits wait longer for their own sync of the WAL: the more it
 // copies, the longer. Under a light load (small batches) the writer has
 // CPU to spare, so checkpoints closer together keep each copy, and each
-// commit's wait behind it, short. Under a heavy load (64 clients made
-// batches of 26 to 30 changes in process) the CPU is the
-// limit, and a checkpoint copies the pages many batches rewrote (the end
-// of the log, the indexes' last leaves) once for all of them. A fixed
-// 10 ms cost the 64-client table 7%; a fixed 50 ms left update p99 at
-// 10^6 retained revisions 1.11-1.38x that at 10^4, and about a fifth
-// higher than this rule does (docs/benchmarks/checkpoints-and-update-p99.md,
-// ADR-015). A 10 ms floor raised p99 at 10^4 and update p50 7-19%; 20 ms did neither.
+// commit's wait behind it, short. Under a heavy load (batches of tens of
+// changes) the CPU is the limit, and a checkpoint copies the pages many
+// batches rewrote (the end of the log, the indexes' last leaves) once for
+// all of them. A fixed 10 ms cost the 64-client table 7%; a fixed 50 ms
+// left update p99 at 10^6 retained revisions 1.11-1.38x that at 10^4,
+// and about a fifth higher than this rule does; a 10 ms floor raised p99
+// at 10^4 and update p50 7-19%, and 20 ms did neither
+// (docs/benchmarks/checkpoints-and-update-p99.md, ADR-015).
 // The batch that commits decides, so under a load of mixed sizes a small
 // batch brings the next checkpoint closer.
 func checkpointEvery(changes int) time.Duration {
