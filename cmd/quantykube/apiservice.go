@@ -20,27 +20,29 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/quantyroot/quantykube/deploy"
 )
 
-const apiserviceUsage = `quantykube apiservice: register QuantyKube's aggregated API with kube-apiserver
+// APIServiceCommand is `quantykube apiservice`.
+type APIServiceCommand struct{}
 
-Creates a CA and a serving certificate for <service>.<namespace>.svc in --dir
-(an existing CA there is kept), then prints the objects to apply: a Service
-without a selector, its EndpointSlice with QuantyKube's address, the
-APIService with the CA as caBundle, and the RBAC (deploy/aggregated-api).
+// Usage is apiservice's help.
+func (APIServiceCommand) Usage() string {
+	return `quantykube apiservice --address IP [flags]
+
+Registers QuantyKube's aggregated API with kube-apiserver: creates a CA and
+a serving certificate for <service>.<namespace>.svc in --dir (an existing CA
+there is kept), then prints the objects to apply: a Service without a
+selector, its EndpointSlice with QuantyKube's address, the APIService with
+the CA as caBundle, and the RBAC (deploy/aggregated-api).
 
 Example:
   quantykube apiservice --address 10.0.0.5 --port 8443 --dir /etc/quantykube/api \
     --store-user quantykube | kubectl apply -f -
   quantykube serve --api-listen 10.0.0.5:8443 \
     --api-cert /etc/quantykube/api/apiserver.crt --api-key /etc/quantykube/api/apiserver.key \
-    --api-client-ca /etc/kubernetes/pki/front-proxy-ca.crt --api-kubeconfig /etc/quantykube/reviewer.kubeconfig
-
-Flags:
-`
+    --api-client-ca /etc/kubernetes/pki/front-proxy-ca.crt --api-kubeconfig /etc/quantykube/reviewer.kubeconfig`
+}
 
 // apiserviceSpec fills the templates in deploy/aggregated-api.
 type apiserviceSpec struct {
@@ -53,24 +55,20 @@ type apiserviceSpec struct {
 	StoreServiceAccount string
 }
 
-func apiserviceMain(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("apiservice", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, apiserviceUsage); fs.PrintDefaults() }
+// Run writes the certificates and prints the objects.
+func (c APIServiceCommand) Run(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(c, stderr)
 	var s apiserviceSpec
-	fs.StringVar(&s.Service, "service", "quantykube", "name of the Service kube-apiserver reaches QuantyKube through")
-	fs.StringVar(&s.Namespace, "namespace", "kube-system", "namespace of the Service")
 	fs.StringVar(&s.Address, "address", "", "QuantyKube's address as kube-apiserver reaches it (required; not a loopback address: EndpointSlices refuse those)")
 	fs.IntVar(&s.Port, "port", 8443, "the port of --api-listen")
+	fs.StringVar(&s.Service, "service", "quantykube", "name of the Service kube-apiserver reaches QuantyKube through")
+	fs.StringVar(&s.Namespace, "namespace", "kube-system", "namespace of the Service")
 	fs.StringVar(&s.StoreUser, "store-user", "quantykube", "the user --api-kubeconfig authenticates as, allowed to create SubjectAccessReviews")
 	fs.StringVar(&s.StoreServiceAccount, "store-service-account", "", "instead of --store-user: the service account (in --namespace) QuantyKube runs as (default: none, --store-user)")
 	dir := fs.String("dir", ".", "where ca.crt, ca.key, apiserver.crt and apiserver.key are written")
 	days := fs.Int("days", 365, "validity of the serving certificate, in days")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return flagError(err)
 	}
 	ip := net.ParseIP(s.Address)
 	switch {

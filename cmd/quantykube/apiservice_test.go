@@ -21,7 +21,7 @@ import (
 func TestAPIService(t *testing.T) {
 	dir := t.TempDir()
 	var out, errs bytes.Buffer
-	err := apiserviceMain(t.Context(), []string{"--address", "10.213.0.2", "--port", "9443", "--service", "qk", "--namespace", "storage", "--dir", dir, "--store-user", "qk-store"}, &out, &errs)
+	err := APIServiceCommand{}.Run(t.Context(), []string{"--address", "10.213.0.2", "--port", "9443", "--service", "qk", "--namespace", "storage", "--dir", dir, "--store-user", "qk-store"}, &out, &errs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestAPIService(t *testing.T) {
 
 	// Again: a new serving certificate, the same CA, so the caBundle stays valid.
 	out.Reset()
-	if err := apiserviceMain(t.Context(), []string{"--address", "10.213.0.3", "--dir", dir}, &out, &errs); err != nil {
+	if err := (APIServiceCommand{}).Run(t.Context(), []string{"--address", "10.213.0.3", "--dir", dir}, &out, &errs); err != nil {
 		t.Fatal(err)
 	}
 	again, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
@@ -133,7 +133,7 @@ func TestAPIServiceRefuses(t *testing.T) {
 		"--port 0 is not a port": {"--address", "10.0.0.1", "--port", "0"},
 		"--days -1":              {"--address", "10.0.0.1", "--days", "-1"},
 	} {
-		err := apiserviceMain(t.Context(), append(args, "--dir", t.TempDir()), io.Discard, io.Discard)
+		err := APIServiceCommand{}.Run(t.Context(), append(args, "--dir", t.TempDir()), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: %v, want %q", args, err, want)
 		}

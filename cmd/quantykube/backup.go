@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -16,7 +15,12 @@ import (
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 )
 
-const backupUsage = `quantykube backup [--endpoint sqlite://PATH] FILE
+// BackupCommand is `quantykube backup`.
+type BackupCommand struct{}
+
+// Usage is backup's help.
+func (BackupCommand) Usage() string {
+	return `quantykube backup [--endpoint sqlite://PATH] FILE
 
 Writes a consistent copy of a SQLite store, history included, to FILE (which
 must not exist), while 'quantykube serve' keeps running on it: the copy is
@@ -27,8 +31,14 @@ serve --endpoint sqlite://FILE' serves it as it is.
 
 PostgreSQL stores are backed up with PostgreSQL's tools (pg_dump, or base
 backups and WAL archiving for point-in-time recovery): docs/backup.md.`
+}
 
-const restoreUsage = `quantykube restore FILE [--endpoint sqlite://PATH] [--force]
+// RestoreCommand is `quantykube restore`.
+type RestoreCommand struct{}
+
+// Usage is restore's help.
+func (RestoreCommand) Usage() string {
+	return `quantykube restore FILE [--endpoint sqlite://PATH] [--force]
 
 Makes the backup FILE the SQLite store at --endpoint, after checking it
 (PRAGMA integrity_check, a schema this quantykube can serve). The server must
@@ -37,6 +47,7 @@ revision than the backup's, the restored store's revision is moved a
 billion past that one and marked compacted, so that no revision is handed
 out twice: clients' watches are cancelled as compacted and they relist
 (docs/backup.md).`
+}
 
 // sqliteFlags are the flags of backup and restore: the store, which must be
 // SQLite.
@@ -45,8 +56,8 @@ type sqliteFlags struct {
 	cfg endpoint.Config
 }
 
-func newSQLiteFlags(usage, what string) *sqliteFlags {
-	f := &sqliteFlags{fs: newFlagSet(usage)}
+func newSQLiteFlags(c Command, stderr io.Writer, what string) *sqliteFlags {
+	f := &sqliteFlags{fs: newFlagSet(c, stderr)}
 	f.fs.StringVar(&f.cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://PATH or a path")
 	return f
 }
@@ -55,10 +66,8 @@ func newSQLiteFlags(usage, what string) *sqliteFlags {
 // dialect and FILE; done is set after --help.
 func (f *sqliteFlags) parse(cmd string, args []string) (d *sqlite.Dialect, file string, done bool, err error) {
 	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, "", true, nil
-		}
-		return nil, "", false, err
+		err = flagError(err)
+		return nil, "", err == nil, err
 	}
 	if f.fs.NArg() != 1 {
 		return nil, "", false, fmt.Errorf("%s: want exactly one FILE, got %d arguments", cmd, f.fs.NArg())
@@ -74,8 +83,9 @@ func (f *sqliteFlags) parse(cmd string, args []string) (d *sqlite.Dialect, file 
 	return d, f.fs.Arg(0), false, nil
 }
 
-func backupMain(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	d, file, done, err := newSQLiteFlags(backupUsage, "the store to back up").parse("backup", args)
+// Run backs the store up to FILE.
+func (c BackupCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d, file, done, err := newSQLiteFlags(c, stderr, "the store to back up").parse("backup", args)
 	if done || err != nil {
 		return err
 	}
@@ -88,8 +98,9 @@ func backupMain(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	return nil
 }
 
-func restoreMain(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	f := newSQLiteFlags(restoreUsage, "the store to restore")
+// Run puts the backup FILE back.
+func (c RestoreCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newSQLiteFlags(c, stderr, "the store to restore")
 	force := f.fs.Bool("force", false, "replace the store if it exists (its WAL goes with it)")
 	d, file, done, err := f.parse("restore", args)
 	if done || err != nil {

@@ -104,7 +104,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "backup.db")
 	var out bytes.Buffer
-	err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
+	err := BackupCommand{}.Run(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 	during := int64(0)
 	for w := range writers {
 		during += acked[w].Load() - before[w]
@@ -138,7 +138,7 @@ func TestBackupUnderLoad(t *testing.T) {
 
 	target := emptyTarget(t, framework.SQLite)
 	out.Reset()
-	if err := restoreMain(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out, io.Discard); err != nil {
+	if err := (RestoreCommand{}).Run(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	target.Start(t)
@@ -181,7 +181,7 @@ func TestBackupRestoreRefusals(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.db")
 	var out bytes.Buffer
-	if err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard); err != nil {
+	if err := (BackupCommand{}).Run(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	notDB := filepath.Join(dir, "not.db")
@@ -193,21 +193,21 @@ func TestBackupRestoreRefusals(t *testing.T) {
 		run        func() error
 	}{
 		{"backup to an existing file", "exists: give a new file", func() error {
-			return backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
+			return BackupCommand{}.Run(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 		}},
 		{"backup of PostgreSQL", "not a SQLite store", func() error {
-			return backupMain(ctx, []string{"--endpoint", "postgres://u:secret@127.0.0.1:1/db", filepath.Join(dir, "pg.db")}, &out, io.Discard)
+			return BackupCommand{}.Run(ctx, []string{"--endpoint", "postgres://u:secret@127.0.0.1:1/db", filepath.Join(dir, "pg.db")}, &out, io.Discard)
 		}},
 		{"restore under a running server", "another QuantyKube server has this database open", func() error {
-			return restoreMain(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out, io.Discard)
+			return RestoreCommand{}.Run(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out, io.Discard)
 		}},
 		{"restore over a store without --force", "exists: stop its server", func() error {
 			x.Stop(t)
 			defer x.Start(t)
-			return restoreMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
+			return RestoreCommand{}.Run(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard)
 		}},
 		{"restore of a file that is not a database", "integrity check", func() error {
-			return restoreMain(ctx, []string{"--endpoint", filepath.Join(dir, "new.db"), notDB}, &out, io.Discard)
+			return RestoreCommand{}.Run(ctx, []string{"--endpoint", filepath.Join(dir, "new.db"), notDB}, &out, io.Discard)
 		}},
 	}
 	for _, c := range cases {

@@ -38,7 +38,7 @@ func serveArgs(t *testing.T, argv []string, replace *strings.Replacer) *serveFla
 	for _, a := range argv[2:] {
 		args = append(args, replace.Replace(a))
 	}
-	f := newServeFlags()
+	f := newServeFlags(os.Stderr)
 	if err := f.parse(args); err != nil {
 		t.Fatalf("serve %q: %v", args, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -76,7 +77,7 @@ func TestREADMEFlagTable(t *testing.T) {
 		}
 		readme = append(readme, helpFlag{name: m[1], def: strings.Trim(m[2], "`")})
 	}
-	help := parseHelp(t, newServeFlags().fs.FlagUsages())
+	help := parseHelp(t, newServeFlags(io.Discard).fs.FlagUsages())
 	for i := 0; i < max(len(readme), len(help)); i++ {
 		switch {
 		case i >= len(readme):
@@ -94,11 +95,9 @@ func TestREADMEFlagTable(t *testing.T) {
 // empty or 0 says what that means in its own words.
 func TestEveryCommandExplainsItsFlags(t *testing.T) {
 	explained := regexp.MustCompile(`\(default: |off when empty|\(0: |\(required`)
-	for _, cmd := range [][]string{
-		{"serve"}, {"import"}, {"backup"}, {"restore"}, {"apiservice"}, {"version"},
-		{"history", "log"}, {"history", "get"}, {"history", "restore"}, {"history", "top"},
-	} {
-		name := strings.Join(cmd, " ")
+	for _, c := range allCommands() {
+		cmd := strings.Fields(c.name)
+		name := c.name
 		var out bytes.Buffer
 		c := exec.Command(framework.Binary(t), append(cmd, "--help")...)
 		c.Stdout, c.Stderr = &out, &out
@@ -128,6 +127,89 @@ func TestEveryCommandExplainsItsFlags(t *testing.T) {
 			case f.def == "-" && f.typ != "bool" && !explained.MatchString(f.usage):
 				t.Errorf("quantykube %s --%s: its default is empty or 0 and the help does not say what that means: %q", name, f.name, f.usage)
 			}
+		}
+	}
+}
+
+// namedCommand is a command that takes flags, with its name after
+// "quantykube ".
+type namedCommand struct {
+	name string
+	cmd  Command
+}
+
+// allCommands are the commands and, in place of history, its subcommands.
+func allCommands() []namedCommand {
+	var all []namedCommand
+	for _, c := range commands {
+		if _, ok := c.cmd.(HistoryCommand); ok {
+			for _, sub := range historyCommands {
+				all = append(all, namedCommand{c.name + " " + sub.name, sub.cmd})
+			}
+			continue
+		}
+		all = append(all, namedCommand{c.name, c.cmd})
+	}
+	return all
+}
+
+// Every command's usage starts with its synopsis, and its --help prints
+// that usage and succeeds; the usages that list commands list them all.
+func TestEveryCommandHasUsage(t *testing.T) {
+	for _, c := range append(allCommands(), namedCommand{"history", HistoryCommand{}}) {
+		u := c.cmd.Usage()
+		if !strings.HasPrefix(u, "quantykube "+c.name) {
+			t.Errorf("quantykube %s: usage starts %q", c.name, strings.SplitN(u, "\n", 2)[0])
+		}
+		var out, errs bytes.Buffer
+		if err := c.cmd.Run(t.Context(), []string{"--help"}, &out, &errs); err != nil {
+			t.Errorf("quantykube %s --help: %v", c.name, err)
+		}
+		if !strings.Contains(out.String()+errs.String(), u) {
+			t.Errorf("quantykube %s --help does not print its usage:\n%s%s", c.name, out.String(), errs.String())
+		}
+	}
+	top := usage()
+	for _, c := range commands {
+		if !strings.Contains(top, "\n  quantykube "+c.name+" ") {
+			t.Errorf("quantykube --help does not list %s:\n%s", c.name, top)
+		}
+	}
+	for _, sub := range historyCommands {
+		if !strings.Contains(HistoryCommand{}.Usage(), "\n  "+sub.cmd.Usage()+"\n") {
+			t.Errorf("quantykube history --help does not list %q", sub.cmd.Usage())
+		}
+	}
+}
+
+// quantykube's own arguments: help succeeds, no command or an unknown one
+// exits 2 with the usage, a failing command exits 1 with its error.
+func TestRun(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		code      int
+		out, errs string // in stdout and stderr
+		whole     bool   // out is the whole of stdout
+	}{
+		{args: []string{"--help"}, out: usage(), whole: true},
+		{args: []string{"-h"}, out: usage(), whole: true},
+		{args: []string{"help"}, out: usage(), whole: true},
+		{args: nil, code: 2, errs: usage()},
+		{args: []string{"bogus"}, code: 2, errs: `quantykube: unknown command "bogus"`},
+		{args: []string{"--version"}, out: "quantykube "},
+		{args: []string{"version", "x"}, code: 1, errs: `quantykube: version takes no arguments, got ["x"]`},
+		{args: []string{"history", "bogus"}, code: 1, errs: `quantykube: history: unknown command "bogus"`},
+	} {
+		var out, errs bytes.Buffer
+		code := run(t.Context(), c.args, &out, &errs)
+		if code != c.code {
+			t.Errorf("quantykube %q: exit %d, want %d; stderr:\n%s", c.args, code, c.code, errs.String())
+		}
+		if !strings.Contains(out.String(), c.out) || c.whole && out.String() != c.out {
+			t.Errorf("quantykube %q: stdout %q, want %q", c.args, out.String(), c.out)
+		}
+		if !strings.Contains(errs.String(), c.errs) {
+			t.Errorf("quantykube %q: stderr %q, want %q in it", c.args, errs.String(), c.errs)
 		}
 	}
 }

@@ -16,7 +16,13 @@ import (
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
-const historyUsage = `quantykube history: the retained history of keys (quantykube.History)
+// HistoryCommand is `quantykube history`: it runs one of
+// historyCommands.
+type HistoryCommand struct{}
+
+// Usage is history's help, which lists its subcommands.
+func (HistoryCommand) Usage() string {
+	return `quantykube history: the retained history of keys (quantykube.History)
 
 Usage:
   quantykube history log KEY [--prefix | --range-end E] [--rev N | --since TIME] [--limit N]
@@ -40,39 +46,38 @@ get also takes -o value (the raw value bytes).
 
 Run 'quantykube history COMMAND --help' for the flags.
 `
-
-// historyMain runs `quantykube history ...`.
-func historyMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, historyUsage)
-		return errors.New("history: missing command (log, get, restore or top)")
-	}
-	h := &historyCmd{ctx: ctx, stdout: stdout, stderr: stderr, now: time.Now, loc: time.Local}
-	switch args[0] {
-	case "log":
-		return h.log(args[1:])
-	case "get":
-		return h.get(args[1:])
-	case "restore":
-		return h.restore(args[1:])
-	case "top":
-		return h.top(args[1:])
-	case "help", "-h", "--help":
-		fmt.Fprint(h.stdout, historyUsage)
-		return nil
-	default:
-		fmt.Fprint(stderr, historyUsage)
-		return fmt.Errorf("history: unknown command %q", args[0])
-	}
 }
 
-// historyCmd carries what the subcommands print to and read the clock
-// from.
-type historyCmd struct {
-	ctx            context.Context
-	stdout, stderr io.Writer
-	now            func() time.Time
-	loc            *time.Location
+// historyCommands are history's subcommands, each a Command of its own.
+var historyCommands = []struct {
+	name string
+	cmd  Command
+}{
+	{"log", HistoryLogCommand{}},
+	{"get", HistoryGetCommand{}},
+	{"restore", HistoryRestoreCommand{}},
+	{"top", HistoryTopCommand{}},
+}
+
+// Run runs the subcommand args[0] names; help, -h and --help print the
+// usage to stdout.
+func (c HistoryCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, c.Usage())
+		return errors.New("history: missing command (log, get, restore or top)")
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, c.Usage())
+		return nil
+	}
+	for _, sub := range historyCommands {
+		if sub.name == args[0] {
+			return sub.cmd.Run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprint(stderr, c.Usage())
+	return fmt.Errorf("history: unknown command %q", args[0])
 }
 
 // pointFlags are --rev and --at of get and restore.
@@ -114,10 +119,8 @@ func (p *pointFlags) apply(fs *pflag.FlagSet, req *historypb.Request, now time.T
 // returns done when --help was asked for.
 func parseArgs(fs *pflag.FlagSet, args []string, conn *connFlags) (key []byte, done bool, err error) {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, true, nil
-		}
-		return nil, false, err
+		err = flagError(err)
+		return nil, err == nil, err
 	}
 	if fs.NArg() != 1 {
 		return nil, false, fmt.Errorf("want exactly one KEY, got %d arguments\n\nUsage: %s", fs.NArg(), fs.Name())
@@ -144,8 +147,17 @@ func prefixEnd(prefix []byte) []byte {
 // maxPage is the largest page the server gives.
 const maxPage = 10000
 
-func (h *historyCmd) log(args []string) error {
-	fs := newFlagSet("quantykube history log KEY [--prefix | --range-end E] [--rev N | --since TIME] [--limit N]")
+// HistoryLogCommand is `quantykube history log`.
+type HistoryLogCommand struct{}
+
+// Usage is history log's help.
+func (HistoryLogCommand) Usage() string {
+	return "quantykube history log KEY [--prefix | --range-end E] [--rev N | --since TIME] [--limit N]"
+}
+
+// Run prints the retained changes to a key, a prefix or a range.
+func (c HistoryLogCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(c, stderr)
 	var conn connFlags
 	var prefix bool
 	var rangeEnd, since, cont string
@@ -188,7 +200,7 @@ func (h *historyCmd) log(args []string) error {
 		}
 		req.Revision = rev
 	case fs.Changed("since"):
-		ms, err := timearg.ParseUnixMs(since, h.now())
+		ms, err := timearg.ParseUnixMs(since, time.Now())
 		if err != nil {
 			return fmt.Errorf("--since: %w", err)
 		}
@@ -198,7 +210,6 @@ func (h *historyCmd) log(args []string) error {
 		return fmt.Errorf("--limit %d: want a count > 0", limit)
 	}
 
-	ctx := h.ctx
 	hc, err := conn.connect(ctx)
 	if err != nil {
 		return err
@@ -209,13 +220,13 @@ func (h *historyCmd) log(args []string) error {
 		return err
 	}
 	if conn.output == "json" {
-		return writeJSON(h.stdout, all)
+		return writeJSON(stdout, all)
 	}
-	if err := writeLogTable(h.stdout, all.GetEntries(), h.loc); err != nil {
+	if err := writeLogTable(stdout, all.GetEntries(), time.Local); err != nil {
 		return err
 	}
 	if all.GetContinue() != "" {
-		fmt.Fprintf(h.stderr, "more changes follow: add --continue %s\n", all.GetContinue())
+		fmt.Fprintf(stderr, "more changes follow: add --continue %s\n", all.GetContinue())
 	}
 	return nil
 }
@@ -260,8 +271,8 @@ func readLog(ctx context.Context, hc *historyConn, req *historypb.Request, limit
 // revision or time (get, restore) and connects, so that both take the same
 // flags and fail the same way. A nil connection with a nil error means
 // --help was shown.
-func (h *historyCmd) pointSetup(usage string, args []string, optional bool, outputs ...string) (*historypb.Request, string, *historyConn, error) {
-	fs := newFlagSet(usage)
+func pointSetup(ctx context.Context, c Command, args []string, stderr io.Writer, optional bool, outputs ...string) (*historypb.Request, string, *historyConn, error) {
+	fs := newFlagSet(c, stderr)
 	var conn connFlags
 	var point pointFlags
 	point.register(fs)
@@ -271,51 +282,69 @@ func (h *historyCmd) pointSetup(usage string, args []string, optional bool, outp
 		return nil, "", nil, err
 	}
 	req := &historypb.Request{Key: key}
-	if err := point.apply(fs, req, h.now(), optional); err != nil {
+	if err := point.apply(fs, req, time.Now(), optional); err != nil {
 		return nil, "", nil, err
 	}
-	hc, err := conn.connect(h.ctx)
+	hc, err := conn.connect(ctx)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	return req, conn.output, hc, nil
 }
 
-func (h *historyCmd) get(args []string) error {
-	req, output, hc, err := h.pointSetup("quantykube history get KEY (--rev N | --at TIME)", args, true, "value")
+// HistoryGetCommand is `quantykube history get`.
+type HistoryGetCommand struct{}
+
+// Usage is history get's help.
+func (HistoryGetCommand) Usage() string {
+	return "quantykube history get KEY (--rev N | --at TIME)"
+}
+
+// Run prints a key as it was at a revision or a time.
+func (c HistoryGetCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	req, output, hc, err := pointSetup(ctx, c, args, stderr, true, "value")
 	if err != nil || hc == nil {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(h.ctx, hc, hc.client.Get, req)
+	resp, err := call(ctx, hc, hc.client.Get, req)
 	if err != nil {
 		return err
 	}
 	switch output {
 	case "json":
-		return writeJSON(h.stdout, resp)
+		return writeJSON(stdout, resp)
 	case "value":
 		if resp.GetKv() == nil {
 			return fmt.Errorf("%s did not exist at revision %d", displayKey(req.Key), resp.GetRevision())
 		}
-		_, err := h.stdout.Write(resp.GetKv().GetValue())
+		_, err := stdout.Write(resp.GetKv().GetValue())
 		return err
 	}
-	return writeGetTable(h.stdout, req.Key, resp)
+	return writeGetTable(stdout, req.Key, resp)
 }
 
-func (h *historyCmd) restore(args []string) error {
-	req, output, hc, err := h.pointSetup("quantykube history restore KEY (--rev N | --at TIME)", args, false)
+// HistoryRestoreCommand is `quantykube history restore`.
+type HistoryRestoreCommand struct{}
+
+// Usage is history restore's help.
+func (HistoryRestoreCommand) Usage() string {
+	return "quantykube history restore KEY (--rev N | --at TIME)"
+}
+
+// Run writes a key back as it was at a revision or a time.
+func (c HistoryRestoreCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	req, output, hc, err := pointSetup(ctx, c, args, stderr, false)
 	if err != nil || hc == nil {
 		return err
 	}
 	defer hc.Close()
-	resp, err := call(h.ctx, hc, hc.client.Restore, req)
+	resp, err := call(ctx, hc, hc.client.Restore, req)
 	if err != nil {
 		return err
 	}
 	if output == "json" {
-		return writeJSON(h.stdout, resp)
+		return writeJSON(stdout, resp)
 	}
-	return writeRestoreTable(h.stdout, req.Key, resp)
+	return writeRestoreTable(stdout, req.Key, resp)
 }

@@ -2,26 +2,29 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
-const topUsage = "quantykube history top [--by bytes|revisions] [--limit N]"
+// HistoryTopCommand is `quantykube history top`.
+type HistoryTopCommand struct{}
+
+// Usage is history top's help.
+func (HistoryTopCommand) Usage() string {
+	return "quantykube history top [--by bytes|revisions] [--limit N]"
+}
 
 // topTimeout is --command-timeout's default for top: it reads the sizes
 // of the whole log, about a second per million rows on SQLite.
 const topTimeout = 2 * time.Minute
 
-// top prints what fills the retained history: the resource types, the
+// Run prints what fills the retained history: the resource types, the
 // namespaces and the keys holding the most of it.
-func (h *historyCmd) top(args []string) error {
-	fs := newFlagSet(topUsage)
+func (c HistoryTopCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(c, stderr)
 	var conn connFlags
 	conn.register(fs)
 	by := fs.String("by", "bytes", "what orders the lists: bytes or revisions")
@@ -29,10 +32,7 @@ func (h *historyCmd) top(args []string) error {
 	conn.commandTimeout = topTimeout
 	fs.Lookup("command-timeout").DefValue = topTimeout.String()
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("history top takes no arguments, got %q", fs.Args())
@@ -40,21 +40,21 @@ func (h *historyCmd) top(args []string) error {
 	if err := conn.check(); err != nil {
 		return err
 	}
-	hc, err := conn.connect(h.ctx)
+	hc, err := conn.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer hc.Close()
-	ctx, cancel := context.WithTimeout(h.ctx, hc.timeout)
+	ctx, cancel := context.WithTimeout(ctx, hc.timeout)
 	defer cancel()
 	resp, err := hc.client.Top(ctx, &historypb.TopRequest{By: *by, Limit: *limit})
 	if err != nil {
 		return hc.explain(err)
 	}
 	if conn.output == "json" {
-		return writeJSON(h.stdout, resp)
+		return writeJSON(stdout, resp)
 	}
-	return writeTopTable(h.stdout, resp, h.now())
+	return writeTopTable(stdout, resp, time.Now())
 }
 
 // writeTopTable prints the three lists, each aligned on its own, then

@@ -21,7 +21,12 @@ import (
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-const importUsage = `quantykube import --from SOURCE [--endpoint TARGET] [flags]
+// ImportCommand is `quantykube import`.
+type ImportCommand struct{}
+
+// Usage is import's help.
+func (ImportCommand) Usage() string {
+	return `quantykube import --from SOURCE [--endpoint TARGET] [flags]
 
 Fills an empty QuantyKube store with the live keys of a kine database or a
 running etcd, read at one revision: every key keeps its value, lease, create
@@ -38,6 +43,7 @@ SOURCE is sqlite://PATH or a path (kine's SQLite file, as k3s keeps it in
 /var/lib/rancher/k3s/server/db/state.db), postgres://... or mysql://...
 (kine's database, mysql:// in either of kine's forms), or etcd://HOST:PORT, http://HOST:PORT, https://HOST:PORT (a running etcd;
 several endpoints separated by commas).`
+}
 
 type importFlags struct {
 	fs     *pflag.FlagSet
@@ -48,8 +54,8 @@ type importFlags struct {
 	log    logFlags
 }
 
-func newImportFlags() *importFlags {
-	f := &importFlags{fs: newFlagSet(importUsage)}
+func newImportFlags(stderr io.Writer) *importFlags {
+	f := &importFlags{fs: newFlagSet(ImportCommand{}, stderr)}
 	fs := f.fs
 	fs.StringVar(&f.from, "from", "", "the store to read (required): sqlite://PATH, postgres://..., mysql://..., etcd://HOST:PORT, http://HOST:PORT or https://HOST:PORT")
 	registerDatastoreFlags(fs, &f.cfg, "the empty QuantyKube database to fill, as serve takes it")
@@ -76,15 +82,12 @@ func (f *importFlags) parse(args []string) error {
 	return nil
 }
 
-// importMain runs `quantykube import`: the report goes to stdout, progress
-// (on a terminal) and logs to stderr.
-func importMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newImportFlags()
+// Run imports: the report goes to stdout, progress (on a terminal) and
+// logs to stderr.
+func (ImportCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newImportFlags(stderr)
 	if err := f.parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return flagError(err)
 	}
 	log, err := f.log.logger(stderr)
 	if err != nil {

@@ -193,7 +193,7 @@ func runImportCmd(t *testing.T, args ...string) (stdout string, err error) {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	err = importMain(ctx, args, &out, &errb)
+	err = ImportCommand{}.Run(ctx, args, &out, &errb)
 	t.Logf("quantykube import %s:\n%s%s", strings.Join(args, " "), out.String(), errb.String())
 	return out.String(), err
 }

@@ -3,77 +3,124 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
 )
 
-const usage = `quantykube: the etcd v3 API on an SQL revision log
-
-Usage:
-  quantykube serve [flags]              serve the etcd v3 gRPC API
-  quantykube history COMMAND            read and restore retained history (log, get, restore)
-  quantykube import --from SOURCE       fill an empty store from kine or etcd, keeping revisions
-  quantykube backup FILE                copy a live SQLite store, history included
-  quantykube restore FILE               put a backup back
-  quantykube apiservice                 print what registers the aggregated API with kube-apiserver
-  quantykube version                    print the version and commit
-
-Run 'quantykube COMMAND --help' for a command's flags.
-`
-
-// A command is one of quantykube's subcommands: it parses its flags from
-// args, prints its results to stdout and its progress to stderr, and stops
-// cleanly when ctx ends (SIGINT or SIGTERM): an interrupted import or
+// A Command is one of quantykube's subcommands.
+//
+// Run parses the command's flags from args (the arguments after its name),
+// prints its results to stdout and its progress and logs to stderr, and
+// stops cleanly when ctx ends (SIGINT or SIGTERM): an interrupted import or
 // restore leaves its target as it was, serve finishes in-flight requests.
-type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+// --help prints the usage and returns nil. A failure is returned, not
+// printed: quantykube prints it after "quantykube: " and exits 1.
+//
+// Usage is the command's help: its synopsis ("quantykube NAME ...") on the
+// first line, then what it does; the flag set appends the flags.
+type Command interface {
+	Run(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	Usage() string
+}
 
-var commands = map[string]command{
-	"serve":      serveMain,
-	"history":    historyMain,
-	"import":     importMain,
-	"backup":     backupMain,
-	"restore":    restoreMain,
-	"apiservice": apiserviceMain,
-	"version":    versionMain,
-	"--version":  versionMain,
+// commands are quantykube's subcommands, in the order the usage lists
+// them. args is the synopsis after the name; summary is one line.
+var commands = []struct {
+	name, args, summary string
+	cmd                 Command
+}{
+	{"serve", "[flags]", "serve the etcd v3 gRPC API", ServeCommand{}},
+	{"history", "COMMAND", "read and restore retained history (log, get, restore)", HistoryCommand{}},
+	{"import", "--from SOURCE", "fill an empty store from kine or etcd, keeping revisions", ImportCommand{}},
+	{"backup", "FILE", "copy a live SQLite store, history included", BackupCommand{}},
+	{"restore", "FILE", "put a backup back", RestoreCommand{}},
+	{"apiservice", "", "print what registers the aggregated API with kube-apiserver", APIServiceCommand{}},
+	{"version", "", "print the version and commit", VersionCommand{}},
+}
+
+// usage is quantykube's help, one line per entry of commands.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("quantykube: the etcd v3 API on an SQL revision log\n\nUsage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-37s %s\n", strings.TrimSpace("quantykube "+c.name+" "+c.args), c.summary)
+	}
+	b.WriteString("\nRun 'quantykube COMMAND --help' for a command's flags.\n")
+	return b.String()
+}
+
+// lookup is the command named name; --version names version.
+func lookup(name string) (Command, bool) {
+	if name == "--version" {
+		name = "version"
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.cmd, true
+		}
+	}
+	return nil, false
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "help" || name == "-h" || name == "--help" {
-		fmt.Print(usage)
-		return
-	}
-	run, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "quantykube: unknown command %q\n\n%s", name, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "quantykube: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-// newFlagSet is a command's flag set: flags in the order they were
-// defined, usage on stderr.
-func newFlagSet(usage string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(usage, pflag.ContinueOnError)
+// run runs the command args name and returns the exit status: 0, 1 when
+// the command fails, 2 when no command or an unknown one is named.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage())
+		return 2
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" {
+		fmt.Fprint(stdout, usage())
+		return 0
+	}
+	cmd, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "quantykube: unknown command %q\n\n%s", name, usage())
+		return 2
+	}
+	if err := cmd.Run(ctx, args[1:], stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "quantykube: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// newFlagSet is c's flag set: named by the first line of c's usage, flags
+// in the order they are defined, help (c's usage, then the flags) and
+// pflag's warnings on w.
+func newFlagSet(c Command, w io.Writer) *pflag.FlagSet {
+	usage := c.Usage()
+	name, _, _ := strings.Cut(usage, "\n")
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SortFlags = false
+	fs.SetOutput(w)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: %s\n\nFlags:\n%s", usage, fs.FlagUsages())
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n%s", usage, fs.FlagUsages())
 	}
 	return fs
+}
+
+// flagError is the error a command returns when parsing its flags
+// failed with err: nil after --help, which printed the usage and ends the
+// command.
+func flagError(err error) error {
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil
+	}
+	return err
 }

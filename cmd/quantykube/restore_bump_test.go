@@ -43,7 +43,7 @@ func TestRestoreOlderBackupBumpsRevision(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "backup.db")
 	var out bytes.Buffer
-	if err := backupMain(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard); err != nil {
+	if err := (BackupCommand{}).Run(ctx, []string{"--endpoint", x.DSN(), file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var served int64
@@ -54,7 +54,7 @@ func TestRestoreOlderBackupBumpsRevision(t *testing.T) {
 
 	x.Stop(t)
 	out.Reset()
-	if err := restoreMain(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out, io.Discard); err != nil {
+	if err := (RestoreCommand{}).Run(ctx, []string{"--endpoint", x.DSN(), "--force", file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	bumped := served + mvcc.RevisionBump
@@ -92,7 +92,7 @@ func TestRestoreOlderBackupBumpsRevision(t *testing.T) {
 	// The same backup over a store behind it: its revision as it was.
 	target := emptyTarget(t, framework.SQLite)
 	out.Reset()
-	if err := restoreMain(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out, io.Discard); err != nil {
+	if err := (RestoreCommand{}).Run(ctx, []string{"--endpoint", target.DSN(), "--force", file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "bumped") {

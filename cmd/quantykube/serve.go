@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
@@ -54,12 +53,20 @@ type serveFlags struct {
 	stderr       io.Writer // where the log goes
 }
 
-const serveUsage = `quantykube serve [flags]
+// ServeCommand is `quantykube serve`.
+type ServeCommand struct{}
+
+// Usage is serve's help.
+func (ServeCommand) Usage() string {
+	return `quantykube serve [flags]
 
 Serves the etcd v3 gRPC API (and quantykube.History) from a database.`
+}
 
-func newServeFlags() *serveFlags {
-	f := &serveFlags{fs: newFlagSet(serveUsage), stderr: os.Stderr}
+// newServeFlags is serve's flag set; help, warnings and the log go to
+// stderr.
+func newServeFlags(stderr io.Writer) *serveFlags {
+	f := &serveFlags{fs: newFlagSet(ServeCommand{}, stderr), stderr: stderr}
 	fs, cfg := f.fs, &f.cfg
 	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
 	registerDatastoreFlags(fs, cfg, "the database to serve")
@@ -169,14 +176,11 @@ func (f *serveFlags) parse(args []string) error {
 	return err
 }
 
-func serveMain(ctx context.Context, args []string, _, stderr io.Writer) error {
-	f := newServeFlags()
-	f.stderr = stderr
+// Run serves until ctx ends or the server fails.
+func (ServeCommand) Run(ctx context.Context, args []string, _, stderr io.Writer) error {
+	f := newServeFlags(stderr)
 	if err := f.parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return flagError(err)
 	}
 	cfg := f.cfg
 	if f.pprofAddr != "" {

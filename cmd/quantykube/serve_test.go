@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestServeFlags(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newServeFlags()
+			f := newServeFlags(io.Discard)
 			if err := f.parse(c.args); err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +77,7 @@ func TestServeFlagErrors(t *testing.T) {
 		"--debug is the old form of --log-level":     {"--debug", "--log-level", "warn"},
 	}
 	for want, args := range cases {
-		err := newServeFlags().parse(args)
+		err := newServeFlags(io.Discard).parse(args)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("serve %v: error %v, want one containing %q", args, err, want)
 		}

@@ -5,22 +5,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
 
-	"github.com/spf13/pflag"
-
 	"github.com/quantyroot/quantykube/pkg/server"
 )
 
-const versionUsage = `quantykube version
+// VersionCommand is `quantykube version` (and `quantykube --version`).
+type VersionCommand struct{}
+
+// Usage is version's help.
+func (VersionCommand) Usage() string {
+	return `quantykube version
 
 Prints the build's version (a release's, as make dist names it), the
 commit it was built from (with "(modified)" when the tree had changes), the
 commit's time, the Go version and the etcd API version served. A binary built without VCS information (go build
 -buildvcs=false, or outside a checkout) says "unknown".`
+}
 
 // version names a release, set by make dist (-ldflags -X
 // main.version=...) as in kubectl-quanty: the toolchain records a
@@ -77,13 +80,11 @@ func currentBuild() buildInfo {
 	return b
 }
 
-func versionMain(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet(versionUsage)
+// Run prints the build information.
+func (c VersionCommand) Run(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(c, stderr)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("version takes no arguments, got %q", fs.Args())
