@@ -37,7 +37,7 @@ var commands = []struct {
 	cmd                 Command
 }{
 	{"serve", "[flags]", "serve the etcd v3 gRPC API", ServeCommand{}},
-	{"history", "COMMAND", "read and restore retained history (log, get, restore)", HistoryCommand{}},
+	{"history", "COMMAND", "read and restore retained history (log, get, restore, top)", HistoryCommand{}},
 	{"import", "--from SOURCE", "fill an empty store from kine or etcd, keeping revisions", ImportCommand{}},
 	{"backup", "FILE", "copy a live SQLite store, history included", BackupCommand{}},
 	{"restore", "FILE", "put a backup back", RestoreCommand{}},
