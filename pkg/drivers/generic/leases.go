@@ -11,7 +11,7 @@ import (
 // database's clock: nowMs is the dialect's SQL for the time now in Unix
 // milliseconds (mvcc.ReplicaDialect.Leases).
 func Leases(ctx context.Context, db *sql.DB, nowMs string) ([]mvcc.LeaseRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, ttl, renewed_ms + ttl * 1000 - `+nowMs+` FROM leases`)
+	rows, err := db.QueryContext(ctx, leasesSQL(nowMs))
 	if err != nil {
 		return nil, err
 	}
@@ -25,4 +25,10 @@ func Leases(ctx context.Context, db *sql.DB, nowMs string) ([]mvcc.LeaseRow, err
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// leasesSQL reads every lease's ID, TTL and the milliseconds it has left,
+// nowMs being the dialect's clock.
+func leasesSQL(nowMs string) string {
+	return `SELECT id, ttl, renewed_ms + ttl * 1000 - ` + nowMs + ` FROM leases`
 }

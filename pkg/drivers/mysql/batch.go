@@ -20,24 +20,6 @@ import (
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-// lockBatchSQL takes the batch lock: InnoDB locks the row an UPDATE
-// matches even when it changes nothing, until the transaction ends, so
-// batches of every replica commit one after another, each starting from
-// the revision the previous one committed.
-const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev'`
-
-// stateSQL reads, after the lock, the committed revision and floors (the
-// row with a NULL key) and the current rows of the batch's keys. The
-// writer's sessions are READ COMMITTED: the statement reads what the
-// previous batch committed.
-func stateSQL(n int) string {
-	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0, 0"
-	if n > 0 {
-		q += "\nUNION ALL SELECT c.`key`, (SELECT l.value FROM log l WHERE l.`key` = c.`key` AND l.rev = c.mod_rev), 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", n-1) + ")"
-	}
-	return q
-}
-
 func keyArgs(keys [][]byte) []any {
 	args := make([]any, len(keys))
 	for i, k := range keys {
@@ -48,7 +30,7 @@ func keyArgs(keys [][]byte) []any {
 
 // LockBatch takes the lock and reads the state, in one round trip.
 func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
-	rows, err := q.QueryContext(ctx, lockBatchSQL+";\n"+stateSQL(len(keys)), keyArgs(keys)...)
+	rows, err := q.QueryContext(ctx, lockStateSQL(len(keys)), keyArgs(keys)...)
 	if err != nil {
 		return mvcc.BatchStart{}, nil, err
 	}
@@ -59,7 +41,7 @@ func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) 
 // BeginBatch begins the transaction, takes the lock and reads the state
 // in one round trip.
 func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
-	rows, err := conn.QueryContext(ctx, "START TRANSACTION;\n"+lockBatchSQL+";\n"+stateSQL(len(keys)), keyArgs(keys)...)
+	rows, err := conn.QueryContext(ctx, beginLockStateSQL(len(keys)), keyArgs(keys)...)
 	if err != nil {
 		return mvcc.BatchStart{}, nil, err
 	}
@@ -131,22 +113,15 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	var s script
 	s.add("START TRANSACTION")
 	s.add(lockBatchSQL)
-	check := `SET @qk_meta = ((SELECT value FROM meta WHERE name = 'rev') = ? AND (SELECT value FROM meta WHERE name = 'compact') = ? AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = ?)`
 	args := []any{a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs}
-	rowsOK := "TRUE"
-	if len(a.Keys) > 0 {
-		parts := make([]string, len(a.Keys))
-		for i, k := range a.Keys {
-			parts[i] = "(SELECT COALESCE(MAX(c.mod_rev), 0) FROM current c WHERE c.`key` = ?) = ?"
-			args = append(args, k, a.ModRevs[i])
-		}
-		rowsOK = strings.Join(parts, " AND ")
+	for i, k := range a.Keys {
+		args = append(args, k, a.ModRevs[i])
 	}
 	// Two statements: one SET's assignments all read the variables as
 	// they were before it.
-	s.add(check, args[:3]...)
-	s.add("SET @qk_ok = (@qk_meta AND "+rowsOK+")", args[3:]...)
-	s.add(assumptionGuard)
+	s.add(assumedMetaSQL, args[:3]...)
+	s.add(assumedOKSQL(len(a.Keys)), args[3:]...)
+	s.add(assumptionGuardSQL)
 	if w != nil {
 		d.addWrites(&s, w)
 	}
@@ -158,7 +133,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	}
 	// The guard failed: nothing was written.
 	var metaHeld sql.NullBool
-	rows, rerr := conn.QueryContext(ctx, "ROLLBACK; SELECT @qk_meta")
+	rows, rerr := conn.QueryContext(ctx, assumptionMissSQL)
 	if rerr == nil {
 		if rows.Next() {
 			rerr = rows.Scan(&metaHeld)
@@ -176,10 +151,6 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	}
 	return missed
 }
-
-// assumptionGuard fails (a duplicate key) when the assumption's check
-// did: MySQL then runs none of the statements after it.
-const assumptionGuard = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE NOT @qk_ok`
 
 // send runs s's packets on conn in order and classifies a failure (see
 // CommitBatch).
@@ -209,7 +180,6 @@ func (d *Dialect) packetBudget() int {
 // and deleted, and meta.
 func (d *Dialect) addWrites(s *script, w *mvcc.BatchWrites) {
 	budget := d.packetBudget()
-	const logHead = "INSERT INTO log (rev, sub, `key`, value, create_rev, version, lease, deleted, unix_ms) VALUES "
 	s.rows(logHead, "", len(w.Log), budget, func(i int) (string, []any) {
 		r := w.Log[i]
 		var value any
@@ -220,26 +190,24 @@ func (d *Dialect) addWrites(s *script, w *mvcc.BatchWrites) {
 		if r.Deleted {
 			deleted = 1
 		}
-		return "(?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, deleted, w.UnixMs}
+		return logRow, []any{r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, deleted, w.UnixMs}
 	})
-	const putHead = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
-	const putTail = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
 	s.rows(putHead, putTail, len(w.Put), budget, func(i int) (string, []any) {
 		kv := w.Put[i]
-		return "(?, ?, ?, ?, ?)", []any{kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease}
+		return putRow, []any{kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease}
 	})
 	if len(w.Delete) > 0 {
-		s.rows("DELETE FROM current WHERE `key` IN (", ")", len(w.Delete), budget, func(i int) (string, []any) {
+		s.rows(deleteHead, deleteTail, len(w.Delete), budget, func(i int) (string, []any) {
 			return "?", []any{w.Delete[i]}
 		})
 	}
 	switch {
 	case w.SetRev && w.SetCompact:
-		s.add(`UPDATE meta SET value = CASE name WHEN 'rev' THEN ? WHEN 'last_unix_ms' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms', 'compact')`, w.Rev, w.UnixMs, w.Compact)
+		s.add(setRevCompactSQL, w.Rev, w.UnixMs, w.Compact)
 	case w.SetRev:
-		s.add(`UPDATE meta SET value = CASE name WHEN 'rev' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms')`, w.Rev, w.UnixMs)
+		s.add(setRevSQL, w.Rev, w.UnixMs)
 	case w.SetCompact:
-		s.add(`UPDATE meta SET value = ? WHERE name = 'compact'`, w.Compact)
+		s.add(setCompactSQL, w.Compact)
 	}
 }
 

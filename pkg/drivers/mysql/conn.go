@@ -167,7 +167,7 @@ func (c *conn) releaseLocks() error {
 	if !locked {
 		return nil
 	}
-	if err := c.rawExec(context.Background(), "DO RELEASE_ALL_LOCKS()"); err != nil {
+	if err := c.rawExec(context.Background(), releaseLocksSQL); err != nil {
 		c.base.Close()
 		return driver.ErrBadConn
 	}

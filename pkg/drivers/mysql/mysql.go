@@ -173,16 +173,16 @@ func (d *Dialect) where() string { return d.cfg.Addr + "/" + d.cfg.DBName }
 // value too long for its column fails instead of being cut, and no mode
 // that changes how the engine's SQL parses (ANSI_QUOTES, PIPES_AS_CONCAT).
 func (d *Dialect) sessionSetup(writer bool) []string {
-	qs := []string{`SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'`}
+	qs := []string{strictModeSQL}
 	if writer {
 		// Each statement of a batch reads what committed before it, as on
 		// PostgreSQL: the batch reads the state after taking its lock, and
 		// InnoDB takes no gap locks, which would make batches and
 		// retention's deletes wait on each other.
-		qs = append(qs, `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`)
+		qs = append(qs, readCommittedSQL)
 	}
 	if ms := d.opts.StatementTimeout.Milliseconds(); ms > 0 {
-		qs = append(qs, fmt.Sprintf(`SET SESSION %s`, d.timeoutVar(ms)))
+		qs = append(qs, statementTimeoutSQL(d.timeoutVar(ms)))
 	}
 	return qs
 }
@@ -210,7 +210,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var packet int64
-	if err := writer.QueryRowContext(pctx, `SELECT @@max_allowed_packet`).Scan(&packet); err != nil {
+	if err := writer.QueryRowContext(pctx, maxPacketSQL).Scan(&packet); err != nil {
 		writer.Close()
 		return nil, nil, fmt.Errorf("mysql: connect to %s: %w", d.where(), err)
 	}
@@ -220,7 +220,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	}
 	d.maxPacket.Store(packet)
 	var logBin, syncBinlog, flushAtCommit int64
-	if err := writer.QueryRowContext(pctx, `SELECT @@log_bin, @@sync_binlog, @@innodb_flush_log_at_trx_commit`).Scan(&logBin, &syncBinlog, &flushAtCommit); err != nil {
+	if err := writer.QueryRowContext(pctx, durabilitySQL).Scan(&logBin, &syncBinlog, &flushAtCommit); err != nil {
 		writer.Close()
 		return nil, nil, fmt.Errorf("mysql: read %s's durability settings: %w", d.where(), err)
 	}
@@ -254,19 +254,19 @@ func (d *Dialect) detect(ctx context.Context, create bool) (exists bool, err err
 	db := sql.OpenDB(c)
 	defer db.Close()
 	var version string
-	if err := db.QueryRowContext(dctx, `SELECT VERSION()`).Scan(&version); err != nil {
+	if err := db.QueryRowContext(dctx, versionSQL).Scan(&version); err != nil {
 		return false, fmt.Errorf("mysql: connect to %s: %w", d.where(), err)
 	}
 	d.mariaDB.Store(strings.Contains(strings.ToLower(version), "mariadb"))
 	var n int
-	if err := db.QueryRowContext(dctx, `SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?`, d.cfg.DBName).Scan(&n); err != nil {
+	if err := db.QueryRowContext(dctx, databaseExistsSQL, d.cfg.DBName).Scan(&n); err != nil {
 		return false, fmt.Errorf("mysql: %s: %w", d.where(), err)
 	}
 	if n > 0 || !create {
 		return n > 0, nil
 	}
 	// utf8mb4_bin: meta's names compare as bytes, as on the other databases.
-	if _, err := db.ExecContext(dctx, "CREATE DATABASE IF NOT EXISTS `"+d.cfg.DBName+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+	if _, err := db.ExecContext(dctx, createDatabaseSQL(d.cfg.DBName)); err != nil {
 		return false, fmt.Errorf("mysql: create the database %s: %w", d.where(), err)
 	}
 	return true, nil
@@ -297,9 +297,7 @@ func (d *Dialect) LogByKey(alias string) string {
 }
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
-	err = db.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(data_length + index_length + data_free), 0) AS SIGNED),
-		CAST(COALESCE(SUM(CASE WHEN table_name IN ('log', 'current', 'leases', 'meta', 'retention') THEN data_length + index_length ELSE 0 END), 0) AS SIGNED)
-		FROM information_schema.tables WHERE table_schema = DATABASE()`).Scan(&total, &inUse)
+	err = db.QueryRowContext(ctx, sizeSQL).Scan(&total, &inUse)
 	return total, inUse, err
 }
 
@@ -307,7 +305,7 @@ func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err
 // runs as an online rebuild): the space of deleted rows goes back to the
 // file system with innodb_file_per_table, the default.
 func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, `OPTIMIZE TABLE log, current, leases, meta, retention`)
+	_, err := db.ExecContext(ctx, defragmentSQL)
 	return err
 }
 
@@ -323,7 +321,7 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()
-	names, err := generic.QueryStrings(ctx, db, `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()`)
+	names, err := generic.QueryStrings(ctx, db, tablesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %s: %w", d.where(), err)
 	}
@@ -361,7 +359,7 @@ func OpenSource(ctx context.Context, dsn string, t qtls.Config) (*sql.DB, string
 	if err != nil {
 		return nil, "", err
 	}
-	c.setup = append(c.setup, `SET SESSION TRANSACTION READ ONLY`)
+	c.setup = append(c.setup, readOnlySQL)
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(1)
 	return db, d.where(), nil

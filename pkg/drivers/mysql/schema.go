@@ -60,7 +60,3 @@ func (d *Dialect) Migrations() [][]string {
 		`INSERT IGNORE INTO meta (name, value) VALUES ('retain_floor', 0)`,
 	}, {}, {}}
 }
-
-// nowMs is the database's clock in Unix milliseconds, whatever the
-// session's time zone.
-const nowMs = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`

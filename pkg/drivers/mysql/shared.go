@@ -19,18 +19,6 @@ import (
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-// Named locks (GET_LOCK) are the server's, not the database's: their
-// names carry the database's name, hashed to stay within MySQL's 64
-// characters. A named lock belongs to a session; the connections the
-// dialect opens release a lock taken in a transaction when it ends
-// (conn.releaseLocks), so they last as long as PostgreSQL's
-// transaction-scoped advisory locks, and a crashed process's go with its
-// session.
-const (
-	migrateLock = `CONCAT('quantykube/migrate/', MD5(DATABASE()))`
-	importLock  = `CONCAT('quantykube/import/', MD5(DATABASE()))`
-)
-
 // migrateWait bounds the wait for another process's migration.
 const migrateWait = 60
 
@@ -40,14 +28,14 @@ const migrateWait = 60
 // lock passes, as the import migrates the store itself.
 func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 	var got sql.NullInt64
-	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, migrateWait)).Scan(&got); err != nil {
+	if err := tx.QueryRowContext(ctx, migrateLockSQL).Scan(&got); err != nil {
 		return fmt.Errorf("lock %s for migration: %w", d.where(), err)
 	}
 	if got.Int64 != 1 {
 		return fmt.Errorf("lock %s for migration: another process held the lock for %d s", d.where(), migrateWait)
 	}
 	var free bool
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(IS_USED_LOCK(`+importLock+`) = CONNECTION_ID(), TRUE)`).Scan(&free); err != nil {
+	if err := tx.QueryRowContext(ctx, importLockFreeSQL).Scan(&free); err != nil {
 		return fmt.Errorf("lock %s for migration: %w", d.where(), err)
 	}
 	if !free {
@@ -62,14 +50,14 @@ func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 // opening the store meanwhile is refused (LockMigrate).
 func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 	var got sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT GET_LOCK(`+importLock+`, 0)`).Scan(&got); err != nil {
+	if err := tx.QueryRowContext(ctx, importLockSQL).Scan(&got); err != nil {
 		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
 	}
 	if got.Int64 != 1 {
 		return fmt.Errorf("another import into %s is running", d.where())
 	}
 	var hasMeta int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'meta'`).Scan(&hasMeta); err != nil {
+	if err := tx.QueryRowContext(ctx, hasMetaSQL).Scan(&hasMeta); err != nil {
 		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
 	}
 	if hasMeta == 0 {
@@ -106,8 +94,7 @@ func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, erro
 // (ClientFoundRows). Nothing is notified: the other replicas read the
 // lease table when they poll.
 func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, _ string) (int64, bool, error) {
-	rows, err := db.QueryContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs+` WHERE id = ? AND renewed_ms + ttl * 1000 > `+nowMs+`;
-		SELECT ttl FROM leases WHERE id = ? AND ROW_COUNT() > 0`, id, id)
+	rows, err := db.QueryContext(ctx, renewLeaseSQL, id, id)
 	if err != nil {
 		return 0, false, err
 	}
@@ -124,7 +111,7 @@ func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, _ string
 
 func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (bool, error) {
 	var expired bool
-	err := q.QueryRowContext(ctx, `SELECT renewed_ms + ttl * 1000 <= `+nowMs+` FROM leases WHERE id = ? FOR UPDATE`, id).Scan(&expired)
+	err := q.QueryRowContext(ctx, leaseExpiredSQL, id).Scan(&expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -132,7 +119,7 @@ func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (b
 }
 
 func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs)
+	_, err := tx.ExecContext(ctx, startLeasesSQL)
 	return err
 }
 
@@ -158,11 +145,6 @@ func newServerID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// serverRowsLiveSQL counts the servers whose rows have not expired, and
-// the seconds the latest has left.
-var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) DIV 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
-	nowMs, serverRowPrefix, nowMs)
-
 // Announce writes this server's row in meta and renews it every
 // serverRenew until ctx ends; then it removes the row, so that an import
 // need not wait for it to expire. A failed renewal is retried at the next
@@ -179,14 +161,13 @@ func (d *Dialect) Announce(ctx context.Context) {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_, _ = db.ExecContext(cctx, `DELETE FROM meta WHERE name = ?`, name)
+		_, _ = db.ExecContext(cctx, serverRowDeleteSQL, name)
 	}()
-	upsert := fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, %s + %d) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs, serverExpiry.Milliseconds())
 	first := true
 	for {
-		q := upsert
+		q := serverRowUpsertSQL
 		if first {
-			q = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d; `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + q
+			q = serverRowsPruneSQL + q
 		}
 		if _, err := db.ExecContext(ctx, q, name); err == nil {
 			first = false

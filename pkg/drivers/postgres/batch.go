@@ -198,66 +198,6 @@ func scanLockedState(rows rowScanner, st *mvcc.BatchStart) ([]*mvccpb.KeyValue, 
 	return kvs, rows.Err()
 }
 
-// lockBatchSQL takes the batch lock and reads the committed revision.
-const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`
-
-// lockedStateSQL runs after lockBatchSQL, as a statement of its own: in
-// READ COMMITTED its snapshot is taken after the lock, so the floors and
-// rows it reads are what the previous batch (of any replica) committed.
-// The row with a NULL key carries meta.
-const lockedStateSQL = `SELECT NULL::bytea, NULL::bytea,
-	(SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0::bigint, 0::bigint
-UNION ALL
-SELECT c.key, (SELECT l.value FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev), c.create_rev, c.mod_rev, c.version, c.lease
-FROM current c WHERE c.key = ANY($1::bytea[])`
-
-// writeBatchSQL is a whole batch's writes as one statement: the log rows,
-// the final state of each changed current row, meta and the notification.
-// Its parts run on one snapshot and touch disjoint rows (a key is either
-// put or deleted), so their order does not matter. The text never changes,
-// so pgx prepares it once per connection.
-//
-// With $21 true every part is guarded by a check that the database holds
-// what the batch assumed (mvcc.Assumption: meta as it expects, and each
-// named key at the mod_revision it read, 0 for absent): if not, the
-// statement writes nothing. It answers whether it applied, and whether
-// meta held.
-const writeBatchSQL = `WITH
-held AS (
-	SELECT (SELECT value FROM meta WHERE name = 'rev') = $22::bigint
-		AND (SELECT value FROM meta WHERE name = 'compact') = $23::bigint
-		AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = $24::bigint AS meta,
-		NOT EXISTS (SELECT 1 FROM unnest($25::bytea[], $26::bigint[]) AS a(k, m)
-			LEFT JOIN current c ON c.key = a.k WHERE coalesce(c.mod_rev, 0) <> a.m) AS rows
-),
-ok AS (
-	SELECT NOT $21::boolean OR (meta AND rows) AS ok, NOT $21::boolean OR meta AS meta FROM held
-),
-l AS (
-	INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms)
-	SELECT r, s, k, v, c, ver, ls, del, $1::bigint
-	FROM unnest($2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[], $9::smallint[])
-		AS t(r, s, k, v, c, ver, ls, del)
-	WHERE (SELECT ok FROM ok)
-),
-p AS (
-	INSERT INTO current (key, create_rev, mod_rev, version, lease)
-	SELECT * FROM unnest($10::bytea[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])
-	WHERE (SELECT ok FROM ok)
-	ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev,
-		mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease
-),
-d AS (
-	DELETE FROM current WHERE key = ANY($15::bytea[]) AND (SELECT ok FROM ok)
-),
-m AS (
-	UPDATE meta SET value = CASE name WHEN 'rev' THEN $16::bigint WHEN 'last_unix_ms' THEN $1::bigint ELSE $17::bigint END
-	WHERE ((name IN ('rev', 'last_unix_ms') AND $18::boolean) OR (name = 'compact' AND $19::boolean)) AND (SELECT ok FROM ok)
-)
-SELECT ok.ok, ok.meta FROM ok LEFT JOIN LATERAL (
-	SELECT pg_notify('` + channel + `', $20::text) WHERE ok.ok AND $20::text <> ''
-) n ON true`
-
 // WriteBatch sends the batch in one round trip (see writeBatchSQL).
 func (d *Dialect) WriteBatch(ctx context.Context, q mvcc.Querier, w *mvcc.BatchWrites) error {
 	_, err := q.ExecContext(ctx, writeBatchSQL, writeBatchArgs(w, nil)...)

@@ -59,14 +59,14 @@ func (d *Dialect) listenOnce(ctx context.Context, up func(bool), wake func(strin
 	if err := d.probe(ctx, conn); err != nil {
 		return false, err
 	}
-	if err := statement(ctx, conn, `LISTEN `+channel); err != nil {
+	if err := statement(ctx, conn, listenSQL(channel)); err != nil {
 		return false, err
 	}
 	// Only on a connection that is one session (the probe's proof): through
 	// a pooler in transaction mode the lock would stay with a server
 	// connection other clients go on using. Held for as long as this
 	// connection lives: an import refuses to run while it is (LockImport).
-	if err := statement(ctx, conn, `SELECT pg_advisory_lock_shared($1)`, int64(serveLockID)); err != nil {
+	if err := statement(ctx, conn, serveLockHoldSQL, int64(serveLockID)); err != nil {
 		return false, err
 	}
 	d.serveLockHeld.Store(true)
@@ -92,14 +92,14 @@ func (d *Dialect) probe(ctx context.Context, conn *pgx.Conn) error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	probeChannel := channel + "_probe_" + hex.EncodeToString(b[:])
-	if err := statement(ctx, conn, `LISTEN `+probeChannel); err != nil {
+	if err := statement(ctx, conn, listenSQL(probeChannel)); err != nil {
 		return err
 	}
 	sender, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
 	if err != nil {
 		return err
 	}
-	err = statement(ctx, sender, `SELECT pg_notify($1, 'probe')`, probeChannel)
+	err = statement(ctx, sender, probeNotifySQL, probeChannel)
 	sender.Close(context.Background())
 	if err != nil {
 		return err
@@ -115,7 +115,7 @@ func (d *Dialect) probe(ctx context.Context, conn *pgx.Conn) error {
 		case err != nil:
 			return err
 		case n.Channel == probeChannel:
-			return statement(ctx, conn, `UNLISTEN `+probeChannel)
+			return statement(ctx, conn, unlistenSQL(probeChannel))
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +41,7 @@ func direct(ctx context.Context, cfg *pgx.ConnConfig) (bool, error) {
 	for range 2 {
 		var pid uint32
 		// Simple protocol: no statement is left on the server.
-		if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
+		if err := conn.QueryRow(ctx, backendPIDSQL, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
 			return false, err
 		}
 		if pid != key {
@@ -120,36 +119,6 @@ func (c *pooledConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 		return nil, err
 	}
 	return pooledTx{ctx: ctx, tx: tx}, nil
-}
-
-// beginSQL begins a transaction with everything a session setting would
-// otherwise have given it.
-func beginSQL(iso sql.IsolationLevel, readOnly bool, timeoutMs int64) (string, error) {
-	q := "BEGIN"
-	switch iso {
-	case sql.LevelDefault:
-	case sql.LevelReadCommitted:
-		q += " ISOLATION LEVEL READ COMMITTED"
-	case sql.LevelRepeatableRead, sql.LevelSnapshot:
-		q += " ISOLATION LEVEL REPEATABLE READ"
-	case sql.LevelSerializable:
-		q += " ISOLATION LEVEL SERIALIZABLE"
-	default:
-		return "", fmt.Errorf("postgres: unsupported isolation level %v", iso)
-	}
-	if readOnly {
-		q += " READ ONLY"
-	}
-	return q + setLocalTimeout(timeoutMs), nil
-}
-
-// setLocalTimeout is the statement that gives a transaction its
-// statement_timeout, after a ';' to go in BEGIN's message ("" for none).
-func setLocalTimeout(ms int64) string {
-	if ms <= 0 {
-		return ""
-	}
-	return "; SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
 }
 
 type pooledTx struct {

@@ -241,9 +241,6 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-// nowMs is the database's clock in Unix milliseconds.
-const nowMs = `(floor(extract(epoch FROM clock_timestamp()) * 1000))::BIGINT`
-
 // Bind rewrites ? placeholders to $1, $2, ... outside quoted literals.
 func (d *Dialect) Bind(q string) string {
 	if !strings.Contains(q, "?") {
@@ -286,16 +283,14 @@ func (d *Dialect) LogByKey(alias string) string { return "log AS " + alias }
 func (d *Dialect) OwnedBlobs() {}
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
-	err = db.QueryRowContext(ctx, `SELECT pg_database_size(current_database()),
-		pg_total_relation_size('log') + pg_total_relation_size('current') + pg_total_relation_size('leases') + pg_total_relation_size('meta')`).
-		Scan(&total, &inUse)
+	err = db.QueryRowContext(ctx, sizeSQL).Scan(&total, &inUse)
 	return total, inUse, err
 }
 
 // Defragment vacuums QuantyKube's tables: dead row versions become reusable
 // space (PostgreSQL returns space to the OS only at the tables' ends).
 func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, `VACUUM (ANALYZE) log, current, leases, meta`)
+	_, err := db.ExecContext(ctx, defragmentSQL)
 	return err
 }
 
@@ -310,7 +305,7 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 	}
 	db := d.openDB(cfg)
 	defer db.Close()
-	names, err := generic.QueryStrings(ctx, db, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`)
+	names, err := generic.QueryStrings(ctx, db, tablesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", d.where(), err)
 	}
@@ -322,11 +317,11 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 // server would answer from the empty store. The session that holds the
 // import's lock passes, as a session's own locks never conflict.
 func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockID)); err != nil {
+	if _, err := tx.ExecContext(ctx, migrateLockSQL, int64(migrateLockID)); err != nil {
 		return err
 	}
 	var free bool
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock_shared($1)`, int64(serveLockID)).Scan(&free); err != nil {
+	if err := tx.QueryRowContext(ctx, serveLockSharedSQL, int64(serveLockID)).Scan(&free); err != nil {
 		return err
 	}
 	if !free {
@@ -336,7 +331,7 @@ func (d *Dialect) LockMigrate(ctx context.Context, tx *sql.Tx) error {
 }
 
 func (d *Dialect) Notify(ctx context.Context, ex mvcc.Execer, payload string) error {
-	_, err := ex.ExecContext(ctx, `SELECT pg_notify('`+channel+`', $1)`, payload)
+	_, err := ex.ExecContext(ctx, notifySQL, payload)
 	return err
 }
 
@@ -377,7 +372,7 @@ func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify s
 	}
 	defer tx.Rollback()
 	var ttl int64
-	err = tx.QueryRowContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs+` WHERE id = $1 AND renewed_ms + ttl * 1000 > `+nowMs+` RETURNING ttl`, id).Scan(&ttl)
+	err = tx.QueryRowContext(ctx, renewLeaseSQL, id).Scan(&ttl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -398,7 +393,7 @@ func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify s
 
 func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (bool, error) {
 	var expired bool
-	err := q.QueryRowContext(ctx, `SELECT renewed_ms + ttl * 1000 <= `+nowMs+` FROM leases WHERE id = $1 FOR UPDATE`, id).Scan(&expired)
+	err := q.QueryRowContext(ctx, leaseExpiredSQL, id).Scan(&expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -406,7 +401,7 @@ func (d *Dialect) LeaseExpired(ctx context.Context, q mvcc.Querier, id int64) (b
 }
 
 func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, `UPDATE leases SET renewed_ms = `+nowMs)
+	_, err := tx.ExecContext(ctx, startLeasesSQL)
 	return err
 }
 
@@ -421,14 +416,14 @@ func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
 // pooler, ADR-026) is seen by its unexpired row in meta (serverrow.go).
 func (d *Dialect) LockImport(ctx context.Context, tx *sql.Tx) error {
 	var ok bool
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(serveLockID)).Scan(&ok); err != nil {
+	if err := tx.QueryRowContext(ctx, serveLockImportSQL, int64(serveLockID)).Scan(&ok); err != nil {
 		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
 	}
 	if !ok {
 		return fmt.Errorf("a QuantyKube server is connected to %s: stop every replica before importing", d.where())
 	}
 	var hasMeta bool
-	if err := tx.QueryRowContext(ctx, `SELECT to_regclass('meta') IS NOT NULL`).Scan(&hasMeta); err != nil {
+	if err := tx.QueryRowContext(ctx, hasMetaSQL).Scan(&hasMeta); err != nil {
 		return fmt.Errorf("lock %s for the import: %w", d.where(), err)
 	}
 	if !hasMeta {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +48,7 @@ func (d *Dialect) Announce(ctx context.Context) {
 		if conn == nil {
 			return
 		}
-		_ = statement(ctx, conn, `DELETE FROM meta WHERE name = $1`, name)
+		_ = statement(ctx, conn, serverRowDeleteSQL, name)
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		conn.Close(cctx)
@@ -84,9 +83,9 @@ func (d *Dialect) renewServerRow(ctx context.Context, conn *pgx.Conn, name strin
 	}
 	// Simple protocol and one statement: nothing stays on a pooler's
 	// server connection.
-	q := fmt.Sprintf(`INSERT INTO meta (name, value) VALUES ($1, %s + %d) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, nowMs, serverExpiry.Milliseconds())
+	q := serverRowUpsertSQL
 	if first {
-		q = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + q
+		q = serverRowsPruneSQL + q
 	}
 	if err := statement(ctx, conn, q, name); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -96,9 +95,3 @@ func (d *Dialect) renewServerRow(ctx context.Context, conn *pgx.Conn, name strin
 	}
 	return conn, nil
 }
-
-// serverRowsLiveSQL counts the servers whose rows have not expired, and
-// the seconds the latest has left. meta may not exist yet (an import into
-// a new database): then there are none.
-var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) / 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
-	nowMs, serverRowPrefix, nowMs)

@@ -78,14 +78,13 @@ func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
 	}
 	defer db.Close()
 	var check string
-	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil {
+	if err := db.QueryRowContext(ctx, integrityCheckSQL).Scan(&check); err != nil {
 		return info, fmt.Errorf("%s: integrity check: %w", file, err)
 	}
 	if check != "ok" {
 		return info, fmt.Errorf("%s: integrity check failed: %s", file, check)
 	}
-	err = db.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE name = 'schema'), (SELECT value FROM meta WHERE name = 'rev'),
-		(SELECT COUNT(*) FROM current), (SELECT COUNT(*) FROM log)`).Scan(&info.Schema, &info.Rev, &info.Keys, &info.LogRows)
+	err = db.QueryRowContext(ctx, describeSQL).Scan(&info.Schema, &info.Rev, &info.Keys, &info.LogRows)
 	if err != nil {
 		return info, fmt.Errorf("%s is not a QuantyKube database: %w", file, err)
 	}
@@ -179,7 +178,7 @@ func readRev(ctx context.Context, file string) (int64, error) {
 	}
 	defer db.Close()
 	var rev int64
-	err = db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'rev'`).Scan(&rev)
+	err = db.QueryRowContext(ctx, revSQL).Scan(&rev)
 	return rev, err
 }
 
@@ -205,7 +204,7 @@ func (d *Dialect) bump(ctx context.Context, file string, rev int64) error {
 	}
 	// The change in the file itself, none in a WAL beside it that the
 	// rename would leave behind.
-	_, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	_, err = db.ExecContext(ctx, checkpointTruncateSQL)
 	return err
 }
 
@@ -236,7 +235,7 @@ func vacuumInto(ctx context.Context, from, to string) error {
 	}
 	db, err := OpenReadOnly(from)
 	if err == nil {
-		_, err = db.ExecContext(ctx, `VACUUM INTO ?`, to)
+		_, err = db.ExecContext(ctx, vacuumIntoSQL, to)
 		db.Close()
 	}
 	if err != nil {

@@ -245,7 +245,7 @@ func (d *Dialect) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on bool) e
 	if on {
 		pages = autoCheckpointPages
 	}
-	if _, err := ex.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", pages)); err != nil {
+	if _, err := ex.ExecContext(ctx, autoCheckpointSQL(pages)); err != nil {
 		return fmt.Errorf("sqlite: set wal_autocheckpoint to %d: %w", pages, err)
 	}
 	return nil
@@ -254,7 +254,7 @@ func (d *Dialect) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on bool) e
 // Checkpoint runs a passive checkpoint (mvcc.Checkpointer): it copies what
 // no reader still needs from the WAL and waits for no lock.
 func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+	if _, err := db.ExecContext(ctx, checkpointSQL); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	return nil
@@ -281,12 +281,12 @@ func (d *Dialect) OwnedBlobs() {}
 
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	var pages, free, size int64
-	err = db.QueryRowContext(ctx, `SELECT (SELECT page_count FROM pragma_page_count()), (SELECT freelist_count FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())`).Scan(&pages, &free, &size)
+	err = db.QueryRowContext(ctx, sizeSQL).Scan(&pages, &free, &size)
 	return pages * size, (pages - free) * size, err
 }
 
 func (d *Dialect) Defragment(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, `VACUUM`)
+	_, err := db.ExecContext(ctx, defragmentSQL)
 	return err
 }
 
@@ -301,7 +301,7 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	defer db.Close()
-	names, err := generic.QueryStrings(ctx, db, `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND substr(name, 1, 7) <> 'sqlite_'`)
+	names, err := generic.QueryStrings(ctx, db, tablesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", d.Path, err)
 	}

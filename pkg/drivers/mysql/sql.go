@@ -1,0 +1,204 @@
+package mysql
+
+// The dialect's SQL, by area: every statement it runs is named here, and
+// what is built at run time (a list's length, the database's name) is a
+// func beside the statements of its area. The schema is Migrations'
+// (schema.go); the engine's own SQL is corrected per connection
+// (conn.go's rewrite).
+
+import (
+	"fmt"
+	"strings"
+)
+
+// nowMs is the database's clock in Unix milliseconds, whatever the
+// session's time zone.
+const nowMs = `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`
+
+// Sessions: what each connection runs before the pool uses it
+// (sessionSetup, OpenSource), and after a transaction (conn.go).
+const (
+	// strictModeSQL makes a value too long for its column an error, and
+	// keeps every mode that changes how SQL parses off.
+	strictModeSQL = `SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'`
+	// readCommittedSQL makes the session's transactions READ COMMITTED.
+	readCommittedSQL = `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`
+	// readOnlySQL makes the session's transactions read-only.
+	readOnlySQL = `SET SESSION TRANSACTION READ ONLY`
+	// releaseLocksSQL releases every named lock the session holds.
+	releaseLocksSQL = "DO RELEASE_ALL_LOCKS()"
+)
+
+// statementTimeoutSQL sets setting, a timeoutVar, for the session.
+func statementTimeoutSQL(setting string) string {
+	return fmt.Sprintf(`SET SESSION %s`, setting)
+}
+
+// The server and its databases (Open, detect).
+const (
+	// maxPacketSQL is the server's max_allowed_packet.
+	maxPacketSQL = `SELECT @@max_allowed_packet`
+	// durabilitySQL is the server's settings that make a commit durable.
+	durabilitySQL = `SELECT @@log_bin, @@sync_binlog, @@innodb_flush_log_at_trx_commit`
+	// versionSQL is the server's version.
+	versionSQL = `SELECT VERSION()`
+	// databaseExistsSQL counts the databases of a name (0 or 1).
+	databaseExistsSQL = `SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?`
+)
+
+// createDatabaseSQL creates the database name unless it exists, its
+// strings compared as bytes.
+func createDatabaseSQL(name string) string {
+	return "CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+}
+
+// The write batch (batch.go).
+
+// lockBatchSQL takes the batch lock: InnoDB locks the row an UPDATE
+// matches even when it changes nothing, until the transaction ends, so
+// batches of every replica commit one after another, each starting from
+// the revision the previous one committed.
+const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev'`
+
+// stateSQL reads, after the lock, the committed revision and floors (the
+// row with a NULL key) and the current rows of the batch's keys. The
+// writer's sessions are READ COMMITTED: the statement reads what the
+// previous batch committed.
+func stateSQL(n int) string {
+	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0, 0"
+	if n > 0 {
+		q += "\nUNION ALL SELECT c.`key`, (SELECT l.value FROM log l WHERE l.`key` = c.`key` AND l.rev = c.mod_rev), 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", n-1) + ")"
+	}
+	return q
+}
+
+// lockStateSQL takes the lock and reads the state of n keys, in one
+// multi-statement query.
+func lockStateSQL(n int) string {
+	return lockBatchSQL + ";\n" + stateSQL(n)
+}
+
+// beginLockStateSQL begins the transaction, then runs lockStateSQL.
+func beginLockStateSQL(n int) string {
+	return "START TRANSACTION;\n" + lockBatchSQL + ";\n" + stateSQL(n)
+}
+
+// The check of an assumption (CommitAssumed): two statements, as one
+// SET's assignments all read the variables as they were before it.
+const (
+	// assumedMetaSQL sets @qk_meta to whether meta holds the revision and
+	// floors given.
+	assumedMetaSQL = `SET @qk_meta = ((SELECT value FROM meta WHERE name = 'rev') = ? AND (SELECT value FROM meta WHERE name = 'compact') = ? AND (SELECT value FROM meta WHERE name = 'last_unix_ms') = ?)`
+	// assumedRowSQL is whether a key is at a mod_revision (0: absent).
+	assumedRowSQL = "(SELECT COALESCE(MAX(c.mod_rev), 0) FROM current c WHERE c.`key` = ?) = ?"
+	// assumptionGuardSQL fails (a duplicate key) when the assumption's
+	// check did: MySQL then runs none of the statements after it.
+	assumptionGuardSQL = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE NOT @qk_ok`
+	// assumptionMissSQL rolls back after the guard failed and reads
+	// whether meta held.
+	assumptionMissSQL = "ROLLBACK; SELECT @qk_meta"
+)
+
+// assumedOKSQL sets @qk_ok to whether meta held and n keys
+// (assumedRowSQL each) are at the mod_revisions given.
+func assumedOKSQL(n int) string {
+	rowsOK := "TRUE"
+	if n > 0 {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = assumedRowSQL
+		}
+		rowsOK = strings.Join(parts, " AND ")
+	}
+	return "SET @qk_ok = (@qk_meta AND " + rowsOK + ")"
+}
+
+// The batch's writes: the rows' statements are a head, rows separated by
+// commas, and a tail (script.rows).
+const (
+	// logHead adds rows (logRow each) to the log.
+	logHead = "INSERT INTO log (rev, sub, `key`, value, create_rev, version, lease, deleted, unix_ms) VALUES "
+	logRow  = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	// putHead and putTail put current rows (putRow each).
+	putHead = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
+	putTail = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
+	putRow  = "(?, ?, ?, ?, ?)"
+	// deleteHead and deleteTail delete the current rows of keys ("?" each).
+	deleteHead = "DELETE FROM current WHERE `key` IN ("
+	deleteTail = ")"
+	// setRevCompactSQL sets meta's revision, its time and the compacted
+	// revision.
+	setRevCompactSQL = `UPDATE meta SET value = CASE name WHEN 'rev' THEN ? WHEN 'last_unix_ms' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms', 'compact')`
+	// setRevSQL sets meta's revision and its time.
+	setRevSQL = `UPDATE meta SET value = CASE name WHEN 'rev' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms')`
+	// setCompactSQL sets meta's compacted revision.
+	setCompactSQL = `UPDATE meta SET value = ? WHERE name = 'compact'`
+)
+
+// Named locks (GET_LOCK) are the server's, not the database's: their
+// names carry the database's name, hashed to stay within MySQL's 64
+// characters. A named lock belongs to a session; the connections the
+// dialect opens release a lock taken in a transaction when it ends
+// (conn.releaseLocks), so they last as long as PostgreSQL's
+// transaction-scoped advisory locks, and a crashed process's go with its
+// session.
+const (
+	migrateLock = `CONCAT('quantykube/migrate/', MD5(DATABASE()))`
+	importLock  = `CONCAT('quantykube/import/', MD5(DATABASE()))`
+)
+
+// The migration's and the import's locks (shared.go).
+const (
+	// importLockFreeSQL says whether the import lock is free or this
+	// session's.
+	importLockFreeSQL = `SELECT COALESCE(IS_USED_LOCK(` + importLock + `) = CONNECTION_ID(), TRUE)`
+	// importLockSQL takes the import lock without waiting: 1 when it got it.
+	importLockSQL = `SELECT GET_LOCK(` + importLock + `, 0)`
+	// hasMetaSQL counts the database's tables named meta (0 or 1).
+	hasMetaSQL = `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'meta'`
+)
+
+// migrateLockSQL takes the migration lock, waiting up to migrateWait
+// seconds: 1 when it got it.
+var migrateLockSQL = fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, migrateWait)
+
+// Leases, on the database's clock.
+const (
+	// renewLeaseSQL renews a lease that has not expired and returns its
+	// TTL, as a row only when it did.
+	renewLeaseSQL = `UPDATE leases SET renewed_ms = ` + nowMs + ` WHERE id = ? AND renewed_ms + ttl * 1000 > ` + nowMs + `;
+		SELECT ttl FROM leases WHERE id = ? AND ROW_COUNT() > 0`
+	// leaseExpiredSQL says whether a lease has expired, and locks its row.
+	leaseExpiredSQL = `SELECT renewed_ms + ttl * 1000 <= ` + nowMs + ` FROM leases WHERE id = ? FOR UPDATE`
+	// startLeasesSQL renews every lease as of now.
+	startLeasesSQL = `UPDATE leases SET renewed_ms = ` + nowMs
+)
+
+// The servers' rows in meta (shared.go).
+
+// serverRowDeleteSQL removes a server's row.
+const serverRowDeleteSQL = `DELETE FROM meta WHERE name = ?`
+
+// serverRowUpsertSQL writes a server's row, expiring serverExpiry from now.
+var serverRowUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, %s + %d) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs, serverExpiry.Milliseconds())
+
+// serverRowsPruneSQL goes before serverRowUpsertSQL, in one query: it
+// removes the rows expired for serverRowsKept.
+var serverRowsPruneSQL = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d; `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds())
+
+// serverRowsLiveSQL counts the servers whose rows have not expired, and
+// the seconds the latest has left.
+var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) DIV 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
+	nowMs, serverRowPrefix, nowMs)
+
+// Maintenance and inspection.
+const (
+	// sizeSQL is the database's size and that of QuantyKube's tables.
+	sizeSQL = `SELECT CAST(COALESCE(SUM(data_length + index_length + data_free), 0) AS SIGNED),
+		CAST(COALESCE(SUM(CASE WHEN table_name IN ('log', 'current', 'leases', 'meta', 'retention') THEN data_length + index_length ELSE 0 END), 0) AS SIGNED)
+		FROM information_schema.tables WHERE table_schema = DATABASE()`
+	// defragmentSQL rebuilds QuantyKube's tables.
+	defragmentSQL = `OPTIMIZE TABLE log, current, leases, meta, retention`
+	// tablesSQL lists the tables and views of the database.
+	tablesSQL = `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()`
+)
