@@ -80,7 +80,7 @@ func lockStateSQL(n int) string {
 
 // beginLockStateSQL begins the transaction, then runs lockStateSQL.
 func beginLockStateSQL(n int) string {
-	return "START TRANSACTION;\n" + lockBatchSQL + ";\n" + stateSQL(n)
+	return "START TRANSACTION;\n" + lockStateSQL(n)
 }
 
 // The check of an assumption (CommitAssumed): two statements, as one
