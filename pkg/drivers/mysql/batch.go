@@ -113,14 +113,18 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	var s script
 	s.add("START TRANSACTION")
 	s.add(lockBatchSQL)
-	args := []any{a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs}
-	for i, k := range a.Keys {
-		args = append(args, k, a.ModRevs[i])
-	}
 	// Two statements: one SET's assignments all read the variables as
 	// they were before it.
-	s.add(assumedMetaSQL, args[:3]...)
-	s.add(assumedOKSQL(len(a.Keys)), args[3:]...)
+	s.add(assumedMetaSQL, a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs)
+	var present, absent []any
+	for i, k := range a.Keys {
+		if a.ModRevs[i] == 0 {
+			absent = append(absent, k)
+		} else {
+			present = append(present, k, a.ModRevs[i])
+		}
+	}
+	s.add(assumedOKSQL(len(present)/2, len(absent)), append(present, absent...)...)
 	s.add(assumptionGuardSQL)
 	if w != nil {
 		d.addWrites(&s, w)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/mysql"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -170,6 +172,65 @@ func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 		t.Fatal("a created x over b's")
 	}
 	checkTables(t, dsn)
+}
+
+// The one-round-trip check is exact: a batch commits only when meta and
+// every key it names are as assumed (a key at its mod_revision, or
+// absent); otherwise nothing is written and the error says which part
+// differed.
+func TestAssumptionCheckIsExact(t *testing.T) {
+	s, dsn := openStore(t)
+	p := txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("p", "1")}}).Header.Revision
+	q := txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("q", "1")}}).Header.Revision
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := dialectFor(t, dsn)
+	w, r, err := d.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	db := sqlDB(t, dsn)
+	var start mvcc.BatchStart
+	if err := db.QueryRowContext(ctx, "SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')").Scan(&start.Rev, &start.Compact, &start.LastUnixMs); err != nil {
+		t.Fatal(err)
+	}
+	stale := start
+	stale.Rev--
+	keys := [][]byte{[]byte("p"), []byte("q"), []byte("absent")}
+	for _, c := range []struct {
+		name  string
+		start mvcc.BatchStart
+		revs  []int64
+		want  error
+	}{
+		{"a present key at another revision", start, []int64{p, p, 0}, mvcc.ErrAssumedRows},
+		{"a present key assumed absent", start, []int64{p, 0, 0}, mvcc.ErrAssumedRows},
+		{"an absent key assumed present", start, []int64{p, q, q}, mvcc.ErrAssumedRows},
+		{"meta changed", stale, []int64{p, q, 0}, mvcc.ErrAssumption},
+		{"as assumed", start, []int64{p, q, 0}, nil},
+	} {
+		conn, err := w.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &mvcc.Assumption{Start: c.start, Keys: keys, ModRevs: c.revs}
+		put := &mvcc.BatchWrites{Put: []*mvccpb.KeyValue{{Key: []byte("written"), CreateRevision: 1, ModRevision: 1, Version: 1}}}
+		err = d.CommitAssumed(ctx, conn, a, put)
+		conn.Close()
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Fatalf("%s: CommitAssumed = %v, want %v", c.name, err, c.want)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM current WHERE `key` = 'written'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[c.want == nil]; n != want {
+			t.Fatalf("%s: the batch's row is there %d times, want %d", c.name, n, want)
+		}
+	}
 }
 
 // A batch whose writes the server refuses certainly did not commit: its
