@@ -231,7 +231,7 @@ func run() error {
 	// The MySQL targets run the table's workload; the other workloads know
 	// only SQLite and PostgreSQL.
 	extraTargets := targets
-	wantMySQL := *mysqlFlag && table && (*qkBin != "" || *kineBin != "") && (*only == "" || strings.Contains(*only, "mysql"))
+	wantMySQL := *mysqlFlag && table && (*qkBin != "" || *qkBase != "" || *kineBin != "") && (*only == "" || strings.Contains(*only, "mysql"))
 	if wantMySQL {
 		if _, err := os.Stat(mytest.DefaultServer); err != nil {
 			logf("no MariaDB at %s: MySQL targets skipped", mytest.DefaultServer)
@@ -248,6 +248,9 @@ func run() error {
 		benchMySQL = my
 		if *qkBin != "" {
 			targets = append(targets, mysqlTarget("quantykube", *qkBin, false, strings.Fields(*qkFlags)))
+		}
+		if *qkBase != "" {
+			targets = append(targets, mysqlTarget("quantykube@base", *qkBase, false, strings.Fields(*qkFlags)))
 		}
 		if *kineBin != "" {
 			targets = append(targets, mysqlTarget("kine", *kineBin, true, nil))
