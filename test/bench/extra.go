@@ -209,7 +209,9 @@ func prepare(ctx context.Context, t target, workDir string, pg *pgCluster, label
 	}
 	f := &fresh{dir: dir, cleanup: func() { os.RemoveAll(dir) }}
 	if t.engine == "postgres" || t.engine == "mysql" {
-		f.db = fmt.Sprintf("bench_%s%s_r%d_%d", strings.ReplaceAll(strings.Split(t.name, "/")[0], "-", "_"), strings.ReplaceAll(label, "-", "_"), round, time.Now().Unix())
+		// A name MySQL takes unquoted: quantykube@base is quantykube_base.
+		ident := strings.NewReplacer("-", "_", "@", "_")
+		f.db = fmt.Sprintf("bench_%s%s_r%d_%d", ident.Replace(strings.Split(t.name, "/")[0]), ident.Replace(label), round, time.Now().Unix())
 		create := pg.createDB
 		if t.engine == "mysql" {
 			create = benchMySQL.createDB
