@@ -67,7 +67,7 @@ func run() error {
 	etcdBin := flag.String("etcd", "", "etcd binary (empty: skip etcd)")
 	only := flag.String("targets", "", "comma-separated target names to run (default: all available)")
 	pgBin := flag.String("pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries; empty: no Postgres targets")
-	mysqlFlag := flag.Bool("mysql", true, "also run quantykube/mysql and kine/mysql on one throwaway MariaDB ("+mytest.DefaultServer+"), in the table only")
+	mysqlFlag := flag.Bool("mysql", true, "also run quantykube/mysql, kine/mysql and (with -quantykube-base) quantykube@base/mysql on one throwaway MariaDB ("+mytest.DefaultServer+"), in the table only")
 	pgbouncer := flag.Bool("pgbouncer", true, "also run quantykube/pgbouncer: QuantyKube through PgBouncer in transaction mode ("+pgtest.DefaultPgBouncer+" or $"+pgtest.EnvPgBouncer+")")
 	clientsFlag := flag.String("clients", "1,16,64", "client counts")
 	keys := flag.Int("keys", 5000, "keys per write phase")
