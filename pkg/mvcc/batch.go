@@ -81,11 +81,11 @@ type batchEnd struct {
 }
 
 // next is the committed state the batch after this one starts from:
-// meta's last batch time moves only with the revision.
-func (e batchEnd) next() BatchStart {
-	st := BatchStart{Rev: e.rev, Compact: e.compact, LastUnixMs: e.start.LastUnixMs}
+// meta's last batch time and writer's mark move only with the revision.
+func (e batchEnd) next(writer int64) BatchStart {
+	st := BatchStart{Rev: e.rev, Compact: e.compact, LastUnixMs: e.start.LastUnixMs, Writer: e.start.Writer}
 	if e.rev != e.start.Rev {
-		st.LastUnixMs = e.unixMs
+		st.LastUnixMs, st.Writer = e.unixMs, writer
 	}
 	return st
 }

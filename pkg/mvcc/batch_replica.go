@@ -52,6 +52,9 @@ type replicaBatcher struct {
 	// notify is this replica's prefix for the notifications its batches
 	// send (tail.go), so that its own tailer can ignore them.
 	notify string
+	// mark is what this replica's batches write as meta's writer
+	// (WriterMarker; 0 where the dialect keeps none).
+	mark int64
 
 	// What the batches may assume, owned by the writer goroutine. last is
 	// the state this replica's last batch committed, and known says that
@@ -318,7 +321,7 @@ func (t *replicaTx) commit(end batchEnd) error {
 		return t.failed
 	}
 	p := t.pend
-	p.SetRev, p.Rev = end.rev != end.start.Rev, end.rev
+	p.SetRev, p.Rev, p.Writer = end.rev != end.start.Rev, end.rev, b.mark
 	p.SetCompact, p.Compact = end.compact != end.start.Compact, end.compact
 	t.unixMs = end.unixMs
 	switch {
@@ -360,7 +363,7 @@ func (t *replicaTx) commit(end batchEnd) error {
 // remember records what a batch left: the state its successor starts
 // from, and the current rows it read or wrote.
 func (b *replicaBatcher) remember(end batchEnd, rows staged) {
-	b.last = end.next()
+	b.last = end.next(b.mark)
 	b.known = true
 	for k, kv := range rows {
 		b.remembered.put(k, kv)

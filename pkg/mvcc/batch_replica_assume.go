@@ -2,8 +2,10 @@ package mvcc
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/binary"
 	"errors"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,6 +20,22 @@ import (
 // calmBatches is how many batches in a row must find the database as this
 // replica left it before batches assume again.
 const calmBatches = 4
+
+// writerMark is a random mark, never 0, for a replica's batches to write
+// as meta's writer where the dialect keeps it (WriterMarker), and 0 where
+// it does not: its BatchStart.Writer is always 0.
+func writerMark(sh ReplicaDialect) int64 {
+	if _, ok := sh.(WriterMarker); !ok {
+		return 0
+	}
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if m := int64(binary.BigEndian.Uint64(b[:]) >> 1); m != 0 {
+			return m
+		}
+	}
+}
 
 // assumption is an Assumption with the rows it names.
 type assumption struct {

@@ -63,3 +63,27 @@ func TestReplicaRowsKeepTheWorkingSet(t *testing.T) {
 		t.Fatalf("%s, untouched through two generations, is still held", key(0))
 	}
 }
+
+type markingDialect struct{ ReplicaDialect }
+
+func (markingDialect) MarksWriter() {}
+
+// A replica's batches mark meta only where the dialect keeps the mark,
+// each replica with its own; the state a batch leaves carries the new
+// mark only when the batch moved the revision.
+func TestWriterMark(t *testing.T) {
+	if m := writerMark(markingDialect{}.ReplicaDialect); m != 0 {
+		t.Errorf("a dialect that keeps no mark got mark %d, want 0", m)
+	}
+	a, b := writerMark(markingDialect{}), writerMark(markingDialect{})
+	if a <= 0 || b <= 0 || a == b {
+		t.Errorf("two replicas' marks: %d and %d, want distinct and positive", a, b)
+	}
+	start := BatchStart{Rev: 10, Compact: 2, LastUnixMs: 1000, Writer: b}
+	if got, want := (batchEnd{start: start, rev: 12, compact: 2, unixMs: 1005}).next(a), (BatchStart{Rev: 12, Compact: 2, LastUnixMs: 1005, Writer: a}); got != want {
+		t.Errorf("after a write: %+v, want %+v", got, want)
+	}
+	if got, want := (batchEnd{start: start, rev: 10, compact: 5, unixMs: 1005}).next(a), (BatchStart{Rev: 10, Compact: 5, LastUnixMs: 1000, Writer: b}); got != want {
+		t.Errorf("after a compaction alone: %+v, want %+v", got, want)
+	}
+}

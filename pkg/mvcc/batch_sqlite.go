@@ -416,7 +416,7 @@ func (t *sqliteTx) commit(end batchEnd) error {
 		// nothing of the load: the next batch with changes decides.
 		t.b.checkpointSoon(end.changes)
 	}
-	t.b.last = end.next()
+	t.b.last = end.next(0)
 	return nil
 }
 

@@ -131,7 +131,8 @@ type ReplicaDialect interface {
 	// answers ErrAssumption (ErrAssumedRows when meta held and a key's row
 	// did not), the sentinel itself when the transaction is over (nothing
 	// to roll back) or wrapped when it may not be. Its other errors are
-	// CommitBatch's.
+	// CommitBatch's. A WriterMarker may take meta holding a.Start, Writer
+	// included, as proof of the keys a assumes present (Assumption).
 	CommitAssumed(ctx context.Context, conn *sql.Conn, a *Assumption, w *BatchWrites) error
 	// Notify wakes the other replicas (at commit when ex is a transaction);
 	// payload identifies the sender and what changed.
@@ -171,6 +172,21 @@ type ReplicaDialect interface {
 // BatchStart is the committed state a write batch starts from.
 type BatchStart struct {
 	Rev, Compact, LastUnixMs int64
+	// Writer is the mark (BatchWrites.Writer) of the batch that set Rev,
+	// where the dialect keeps one (WriterMarker); 0 elsewhere.
+	Writer int64
+}
+
+// WriterMarker is a ReplicaDialect that keeps in meta, beside the
+// revision, the mark of the replica whose batch set it (BatchWrites.Writer,
+// random per process) and reads it back into BatchStart.Writer. A state
+// then names the batch that left it, even on a database that lost
+// revisions and was written to the same revision again by another
+// replica: a batch that finds its replica's last state finds the rows
+// that replica remembers, and CommitAssumed need not read them (ADR-035).
+type WriterMarker interface {
+	ReplicaDialect
+	MarksWriter()
 }
 
 // BatchWrites is what a write batch on a shared database changes, held
@@ -183,10 +199,11 @@ type BatchWrites struct {
 	// changed; a key is in at most one of them.
 	Put    []*mvccpb.KeyValue
 	Delete [][]byte
-	// SetRev writes Rev and LastUnixMs (= UnixMs) to meta; SetCompact
-	// writes Compact.
+	// SetRev writes Rev and LastUnixMs (= UnixMs) to meta, and Writer
+	// where the dialect keeps it (WriterMarker); SetCompact writes Compact.
 	SetRev     bool
 	Rev        int64
+	Writer     int64
 	SetCompact bool
 	Compact    int64
 	// Notify, when not empty, is sent to the other replicas at commit.
@@ -234,7 +251,9 @@ var ErrAssumedRows = fmt.Errorf("%w: a key's row was not what the batch assumed"
 // database took it to hold (batch_replica_assume.go): the committed state as
 // this replica's last batch left it, and the mod_revision of each key's
 // current row that the batch read (0: absent). A row's mod_revision names
-// all of it, since a revision changes a key at most once.
+// all of it, since a revision changes a key at most once. A key assumed
+// present is one the replica remembers as its batches left it at Start;
+// a key assumed absent may be one it never saw (a create's guess).
 type Assumption struct {
 	Start   BatchStart
 	Keys    [][]byte

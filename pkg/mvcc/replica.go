@@ -49,7 +49,7 @@ func (s *Store) openReplica(ctx context.Context, sh ReplicaDialect, w *writer) e
 		}
 	}
 	r.tail.start()
-	w.b = &replicaBatcher{s: s, sh: sh, notify: r.tail.instance}
+	w.b = &replicaBatcher{s: s, sh: sh, notify: r.tail.instance, mark: writerMark(sh)}
 	w.pub, w.timeout = r.tail, replicaBatchTimeout
 	return nil
 }

@@ -174,10 +174,10 @@ func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 	checkTables(t, dsn)
 }
 
-// The one-round-trip check is exact: a batch commits only when meta and
-// every key it names are as assumed (a key at its mod_revision, or
-// absent); otherwise nothing is written and the error says which part
-// differed.
+// The one-round-trip check is exact: a batch commits only when meta holds
+// the state assumed, the writer's mark included, and the keys assumed
+// absent are; then meta holds the batch's end state. Otherwise nothing is
+// written and the error says which part differed.
 func TestAssumptionCheckIsExact(t *testing.T) {
 	s, dsn := openStore(t)
 	p := txn(t, s, &pb.TxnRequest{Success: []*pb.RequestOp{putOp("p", "1")}}).Header.Revision
@@ -193,42 +193,59 @@ func TestAssumptionCheckIsExact(t *testing.T) {
 	defer w.Close()
 	defer r.Close()
 	db := sqlDB(t, dsn)
-	var start mvcc.BatchStart
-	if err := db.QueryRowContext(ctx, "SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')").Scan(&start.Rev, &start.Compact, &start.LastUnixMs); err != nil {
-		t.Fatal(err)
+	readMeta := func() (st mvcc.BatchStart) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, "SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), (SELECT value FROM meta WHERE name = 'last_writer')").Scan(&st.Rev, &st.Compact, &st.LastUnixMs, &st.Writer); err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
-	stale := start
+	start := readMeta()
+	if start.Writer == 0 {
+		t.Fatal("the store's batches left no writer's mark in meta")
+	}
+	stale, other := start, start
 	stale.Rev--
-	keys := [][]byte{[]byte("p"), []byte("q"), []byte("absent")}
+	other.Writer++
+	keys := [][]byte{[]byte("p"), []byte("q"), []byte("absent"), []byte("new")}
+	written := &mvccpb.KeyValue{Key: []byte("new"), CreateRevision: start.Rev + 1, ModRevision: start.Rev + 1, Version: 1}
 	for _, c := range []struct {
 		name  string
 		start mvcc.BatchStart
 		revs  []int64
+		put   []*mvccpb.KeyValue
 		want  error
 	}{
-		{"a present key at another revision", start, []int64{p, p, 0}, mvcc.ErrAssumedRows},
-		{"a present key assumed absent", start, []int64{p, 0, 0}, mvcc.ErrAssumedRows},
-		{"an absent key assumed present", start, []int64{p, q, q}, mvcc.ErrAssumedRows},
-		{"meta changed", stale, []int64{p, q, 0}, mvcc.ErrAssumption},
-		{"as assumed", start, []int64{p, q, 0}, nil},
+		{"meta changed", stale, []int64{p, q, 0, 0}, []*mvccpb.KeyValue{written}, mvcc.ErrAssumption},
+		{"another replica's mark", other, []int64{p, q, 0, 0}, []*mvccpb.KeyValue{written}, mvcc.ErrAssumption},
+		{"a key assumed absent exists", start, []int64{p, 0, 0, 0}, []*mvccpb.KeyValue{written}, mvcc.ErrAssumedRows},
+		{"a key created exists", start, []int64{0, q, 0, 0}, []*mvccpb.KeyValue{written, {Key: []byte("p"), CreateRevision: start.Rev + 1, ModRevision: start.Rev + 1, Version: 1}}, mvcc.ErrAssumedRows},
+		{"as assumed", start, []int64{p, q, 0, 0}, []*mvccpb.KeyValue{written}, nil},
 	} {
 		conn, err := w.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		a := &mvcc.Assumption{Start: c.start, Keys: keys, ModRevs: c.revs}
-		put := &mvcc.BatchWrites{Put: []*mvccpb.KeyValue{{Key: []byte("written"), CreateRevision: 1, ModRevision: 1, Version: 1}}}
-		err = d.CommitAssumed(ctx, conn, a, put)
+		bw := &mvcc.BatchWrites{Put: c.put, SetRev: true, Rev: start.Rev + 1, UnixMs: start.LastUnixMs + 1, Writer: start.Writer + 7}
+		err = d.CommitAssumed(ctx, conn, a, bw)
 		conn.Close()
-		if !errors.Is(err, c.want) {
+		if !errors.Is(err, c.want) || (c.want != nil && err != c.want) {
 			t.Fatalf("%s: CommitAssumed = %v, want %v", c.name, err, c.want)
 		}
 		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM current WHERE `key` = 'written'").Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM current WHERE `key` = 'new'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]int{true: 1, false: 0}[c.want == nil]; n != want {
+		want, wantMeta := 0, start
+		if c.want == nil {
+			want, wantMeta = 1, mvcc.BatchStart{Rev: bw.Rev, Compact: start.Compact, LastUnixMs: bw.UnixMs, Writer: bw.Writer}
+		}
+		if n != want {
 			t.Fatalf("%s: the batch's row is there %d times, want %d", c.name, n, want)
+		}
+		if got := readMeta(); got != wantMeta {
+			t.Fatalf("%s: meta holds %+v, want %+v", c.name, got, wantMeta)
 		}
 	}
 }

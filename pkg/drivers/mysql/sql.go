@@ -60,12 +60,13 @@ func createDatabaseSQL(name string) string {
 // the revision the previous one committed.
 const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev'`
 
-// stateSQL reads, after the lock, the committed revision and floors (the
-// row with a NULL key) and the current rows of the batch's keys. The
+// stateSQL reads, after the lock, the committed revision, floors and
+// writer's mark (the row with a NULL key; a store whose batches never
+// marked one reads 0) and the current rows of the batch's keys. The
 // writer's sessions are READ COMMITTED: the statement reads what the
 // previous batch committed.
 func stateSQL(n int) string {
-	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), 0, 0"
+	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), COALESCE((SELECT value FROM meta WHERE name = 'last_writer'), 0), 0"
 	if n > 0 {
 		q += "\nUNION ALL SELECT c.`key`, (SELECT l.value FROM log l WHERE l.`key` = c.`key` AND l.rev = c.mod_rev), 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", n-1) + ")"
 	}
@@ -83,37 +84,32 @@ func beginLockStateSQL(n int) string {
 	return "START TRANSACTION;\n" + lockStateSQL(n)
 }
 
-// The check of an assumption (CommitAssumed): two statements, as one
-// SET's assignments all read the variables as they were before it. Each
-// reads its table once: MariaDB plans and runs a scalar subquery in about
-// 15 µs, so 26 keys checked one by one take 460-505 µs against 240-265 µs
-// in one range read of current's primary key (ADR-032).
+// The check of an assumption (CommitAssumed), under the lock: meta holds
+// the state assumed, writer's mark included (mvcc.WriterMarker), which
+// proves the rows of the keys assumed present; the keys assumed absent
+// are checked by the writes themselves (createHead fails on a row that
+// exists) or, for those the batch does not create, by assumedAbsentSQL.
+// Each statement of a query costs MariaDB a fixed 50-130 µs, so the check
+// is as few as it can be: 30 keys' rows checked in three statements cost
+// MariaDB 50-56 µs of CPU per write, meta and the mark in two 36-45
+// (ADR-035).
 const (
-	// assumedMetaSQL sets @qk_meta to whether meta holds the revision and
-	// floors given (name is meta's primary key: three rows match or fewer).
-	assumedMetaSQL = `SET @qk_meta = ((SELECT COUNT(*) FROM meta WHERE (name = 'rev' AND value = ?) OR (name = 'compact' AND value = ?) OR (name = 'last_unix_ms' AND value = ?)) = 3)`
-	// assumptionGuardSQL fails (a duplicate key) when the assumption's
-	// check did: MySQL then runs none of the statements after it.
-	assumptionGuardSQL = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE NOT @qk_ok`
-	// assumptionMissSQL rolls back after the guard failed and reads
-	// whether meta held.
-	assumptionMissSQL = "ROLLBACK; SELECT @qk_meta"
+	// assumedMetaSQL sets meta's four rows to the batch's end state
+	// (revision, floor, time, mark), each only where it holds the assumed
+	// value: it matches the four rows exactly when meta held (a row
+	// matched counts even when set to what it held: ClientFoundRows).
+	assumedMetaSQL = `UPDATE meta SET value = CASE name WHEN 'rev' THEN ? WHEN 'compact' THEN ? WHEN 'last_unix_ms' THEN ? ELSE ? END
+		WHERE (name = 'rev' AND value = ?) OR (name = 'compact' AND value = ?) OR (name = 'last_unix_ms' AND value = ?) OR (name = 'last_writer' AND value = ?)`
+	// assumedMetaHeldSQL fails (a duplicate of meta's rev row) unless the
+	// statement before it matched the four rows: MySQL then runs none of
+	// the statements after it.
+	assumedMetaHeldSQL = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE ROW_COUNT() <> 4`
 )
 
-// assumedOKSQL sets @qk_ok to whether meta held, the present keys (a key
-// and its mod_revision each) are at those mod_revisions, and the absent
-// keys (a key each) are absent. key is current's primary key, so the
-// present keys' rows match exactly when as many match as were given.
-func assumedOKSQL(present, absent int) string {
-	q := "SET @qk_ok = (@qk_meta"
-	if present > 0 {
-		q += fmt.Sprintf(" AND (SELECT COUNT(*) FROM current c WHERE (c.`key`, c.mod_rev) IN ((?, ?)%s)) = %d",
-			strings.Repeat(", (?, ?)", present-1), present)
-	}
-	if absent > 0 {
-		q += " AND NOT EXISTS (SELECT 1 FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", absent-1) + "))"
-	}
-	return q + ")"
+// assumedAbsentSQL fails (a duplicate of meta's compact row) when one of
+// n keys has a current row.
+func assumedAbsentSQL(n int) string {
+	return "INSERT INTO meta (name, value) SELECT 'compact', 0 FROM DUAL WHERE EXISTS (SELECT 1 FROM current WHERE `key` IN (?" + strings.Repeat(", ?", n-1) + "))"
 }
 
 // The batch's writes: the rows' statements are a head, rows separated by
@@ -122,18 +118,20 @@ const (
 	// logHead adds rows (logRow each) to the log.
 	logHead = "INSERT INTO log (rev, sub, `key`, value, create_rev, version, lease, deleted, unix_ms) VALUES "
 	logRow  = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	// putHead and putTail put current rows (putRow each).
-	putHead = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
-	putTail = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
-	putRow  = "(?, ?, ?, ?, ?)"
+	// putHead and putTail put current rows (putRow each); createHead
+	// alone adds rows, and fails on a key that has one.
+	putHead    = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
+	putTail    = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
+	createHead = putHead
+	putRow     = "(?, ?, ?, ?, ?)"
 	// deleteHead and deleteTail delete the current rows of keys ("?" each).
 	deleteHead = "DELETE FROM current WHERE `key` IN ("
 	deleteTail = ")"
-	// setRevCompactSQL sets meta's revision, its time and the compacted
-	// revision.
-	setRevCompactSQL = `UPDATE meta SET value = CASE name WHEN 'rev' THEN ? WHEN 'last_unix_ms' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms', 'compact')`
-	// setRevSQL sets meta's revision and its time.
-	setRevSQL = `UPDATE meta SET value = CASE name WHEN 'rev' THEN ? ELSE ? END WHERE name IN ('rev', 'last_unix_ms')`
+	// setRevCompactSQL sets meta's revision, its time, the writer's mark
+	// and the compacted revision (the mark's row made if missing).
+	setRevCompactSQL = `INSERT INTO meta (name, value) VALUES ('rev', ?), ('last_unix_ms', ?), ('last_writer', ?), ('compact', ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`
+	// setRevSQL sets meta's revision, its time and the writer's mark.
+	setRevSQL = `INSERT INTO meta (name, value) VALUES ('rev', ?), ('last_unix_ms', ?), ('last_writer', ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`
 	// setCompactSQL sets meta's compacted revision.
 	setCompactSQL = `UPDATE meta SET value = ? WHERE name = 'compact'`
 )
