@@ -64,7 +64,9 @@ func TestReplicaRowsKeepTheWorkingSet(t *testing.T) {
 	}
 }
 
-type markingDialect struct{ ReplicaDialect }
+type plainDialect struct{ ReplicaDialect }
+
+type markingDialect struct{ plainDialect }
 
 func (markingDialect) MarksWriter() {}
 
@@ -72,7 +74,7 @@ func (markingDialect) MarksWriter() {}
 // each replica with its own; the state a batch leaves carries the new
 // mark only when the batch moved the revision.
 func TestWriterMark(t *testing.T) {
-	if m := writerMark(markingDialect{}.ReplicaDialect); m != 0 {
+	if m := writerMark(plainDialect{}); m != 0 {
 		t.Errorf("a dialect that keeps no mark got mark %d, want 0", m)
 	}
 	a, b := writerMark(markingDialect{}), writerMark(markingDialect{})

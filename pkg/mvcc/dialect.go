@@ -179,7 +179,7 @@ type BatchStart struct {
 
 // WriterMarker is a ReplicaDialect that keeps in meta, beside the
 // revision, the mark of the replica whose batch set it (BatchWrites.Writer,
-// random per process) and reads it back into BatchStart.Writer. A state
+// random per replica) and reads it back into BatchStart.Writer. A state
 // then names the batch that left it, even on a database that lost
 // revisions and was written to the same revision again by another
 // replica: a batch that finds its replica's last state finds the rows

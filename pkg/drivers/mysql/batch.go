@@ -117,8 +117,9 @@ func (d *Dialect) MarksWriter() {}
 // is this replica's); one assumed absent and created is checked by its
 // INSERT, which fails on a row that exists. After a failure the
 // transaction is still open: it is rolled back in one more round trip, and
-// the duplicate tells ErrAssumption (meta's rev row) from ErrAssumedRows
-// (a key's row: meta held).
+// the duplicate tells ErrAssumption (meta's rev row: meta did not hold)
+// from ErrAssumedRows (a created key's row, or the absent keys' guard on
+// meta's compact row: meta held).
 func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Assumption, w *mvcc.BatchWrites) error {
 	end := a.Start
 	if w != nil {
@@ -138,7 +139,9 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	created := map[string]bool{}
 	if w != nil {
 		for _, kv := range w.Put {
-			created[string(kv.Key)] = absent[string(kv.Key)]
+			if absent[string(kv.Key)] {
+				created[string(kv.Key)] = true
+			}
 		}
 	}
 	var notCreated []any
