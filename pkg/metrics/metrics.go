@@ -37,12 +37,12 @@ var (
 		Name: "quantykube_write_batch_failures_total",
 		Help: "Write batches the database refused or that failed to commit.",
 	})
-	// AssumedBatches counts PostgreSQL write batches that began from the
-	// rows the writer remembers instead of a read (ADR-007, "One round
-	// trip"), by how each ended.
+	// AssumedBatches counts write batches on a shared database
+	// (PostgreSQL, MySQL) that began from the rows the writer remembers
+	// instead of a read (ADR-007, "One round trip"), by how each ended.
 	AssumedBatches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quantykube_write_batch_assumed_total",
-		Help: "PostgreSQL write batches evaluated from the rows this replica remembers: sent in one round trip (one_trip), needing a read after all (read), or finding the database changed and run again (missed).",
+		Help: "Write batches on a shared database (PostgreSQL, MySQL) evaluated from the rows this replica remembers: sent in one round trip (one_trip), needing a read after all (read), or finding the database changed and run again (missed).",
 	}, []string{"result"})
 	// PrunedRows counts log rows retention removed.
 	PrunedRows = prometheus.NewCounter(prometheus.CounterOpts{
