@@ -133,6 +133,9 @@ const (
 	// serverRowsKept: an expired row (a server that crashed) is removed by
 	// the next server to start once it is this old.
 	serverRowsKept = time.Hour
+	// serverStatementTimeout bounds each of Announce's statements, and so
+	// what a stop waits for them when the database does not answer.
+	serverStatementTimeout = 5 * time.Second
 )
 
 // serverRowPrefix starts the rows' names in meta; the engine reads only
@@ -149,6 +152,12 @@ func newServerID() string {
 // serverRenew until ctx ends; then it removes the row, so that an import
 // need not wait for it to expire. A failed renewal is retried at the next
 // tick: the row outlasts two.
+//
+// No statement is cancelled by ctx: a cancel closes the connection, and
+// MySQL carries on with a statement whose client left, so an upsert in
+// flight could commit after the removal and refuse imports for
+// serverExpiry. Each runs to its end, or to serverStatementTimeout, and
+// the removal follows it on the same connection.
 func (d *Dialect) Announce(ctx context.Context) {
 	name := serverRowPrefix + d.serverID
 	c, err := mysql.NewConnector(d.cfg)
@@ -158,18 +167,19 @@ func (d *Dialect) Announce(ctx context.Context) {
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	exec := func(q string) error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverStatementTimeout)
 		defer cancel()
-		_, _ = db.ExecContext(cctx, serverRowDeleteSQL, name)
-	}()
-	first := true
-	for {
+		_, err := db.ExecContext(sctx, q, name)
+		return err
+	}
+	defer func() { _ = exec(serverRowDeleteSQL) }()
+	for first := true; ; {
 		q := serverRowUpsertSQL
 		if first {
 			q = serverRowsPruneSQL + q
 		}
-		if _, err := db.ExecContext(ctx, q, name); err == nil {
+		if exec(q) == nil {
 			first = false
 		}
 		select {
