@@ -117,7 +117,9 @@ type KV interface {
 	// revision moves by one if anything changed. An error is either a
 	// refusal etcd would give (errors.go: Refused reports it; nothing was
 	// written) or a failure of the store (ErrClosed, a database error)
-	// whose write may or may not have been applied, as with etcd.
+	// whose write may or may not have been applied, as with etcd. When ctx
+	// ends first, the write is applied only if the writer had begun its
+	// batch: one still queued is dropped (writer.go).
 	Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
 
 	// Compact sets the floor below which reads answer ErrCompacted, and
