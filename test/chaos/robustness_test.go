@@ -149,7 +149,14 @@ func runRobustness(t *testing.T, driver string, x *framework.Target, bin string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(driver, "-test.run", "^TestDrive$", "-test.v", "-test.timeout", "20m")
+	d, err := time.ParseDuration(duration)
+	if err != nil {
+		t.Fatalf("%s: %v", envRobustnessDuration, err)
+	}
+	// The traffic, porcupine's bound (the driver's validateTimeout) and
+	// the rest.
+	timeout := d + max(5*time.Minute, 30*d) + 10*time.Minute
+	cmd := exec.Command(driver, "-test.run", "^TestDrive$", "-test.v", "-test.timeout", timeout.String())
 	cmd.Env = append(os.Environ(),
 		"QUANTY_ROBUSTNESS_ENDPOINTS="+strings.Join(x.Endpoints(), ","),
 		"QUANTY_ROBUSTNESS_TRAFFIC="+sc.traffic,
