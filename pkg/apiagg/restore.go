@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quantyroot/quantykube/pkg/history"
 	"github.com/quantyroot/quantykube/pkg/storagekey"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
@@ -61,16 +62,20 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	u := callerOf(ctx)
 	o, isObject := s.keys.Parse(req.Key)
+	var b history.Bounds
 	if !isObject {
 		err = s.authz.raw(ctx, "restore", req.Key)
 	} else {
-		err = s.authz.check(ctx, Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name})
+		a := Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name}
+		if err = s.authz.check(ctx, a); err == nil {
+			s.nsBounds(ctx, a, &b)
+		}
 	}
 	if err != nil {
 		writeStatus(w, err)
 		return
 	}
-	resp, err := s.svc.RestoreChecked(ctx, req, func(ctx context.Context, cur, old *mvccpb.KeyValue) error {
+	resp, err := s.svc.RestoreChecked(ctx, req, b, func(ctx context.Context, cur, old *mvccpb.KeyValue) error {
 		if !isObject {
 			return nil // the raw-access groups may restore any key
 		}

@@ -204,7 +204,7 @@ func TestRestoreDryRun(t *testing.T) {
 
 	// Delete: preconditions on the live object.
 	restored := e.store.Rev()
-	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: 1}); code != http.StatusOK {
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: e.start}); code != http.StatusOK {
 		t.Fatalf("delete: %d %s", code, b)
 	}
 	w = e.dry.last(t)
@@ -265,7 +265,7 @@ func TestRestoreToAbsenceRefused(t *testing.T) {
 	e.grants.allow["root"] = e.grants.allow["del"]
 	rev := e.store.Rev()
 	for key, want := range map[string]string{ns: "kubectl delete namespace", cm: "example.com/keep"} {
-		code, b := e.restore("del", &historypb.Request{Key: []byte(key), Revision: 1})
+		code, b := e.restore("del", &historypb.Request{Key: []byte(key), Revision: e.start})
 		if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, want) {
 			t.Errorf("restore of %s to absence: %d %s, want 403 naming %q", key, code, b, want)
 		}
@@ -274,7 +274,7 @@ func TestRestoreToAbsenceRefused(t *testing.T) {
 		t.Fatal("a refused restore to absence wrote or asked for a dry run")
 	}
 	for _, key := range []string{ns, cm} {
-		if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: 1}, "system:masters"); code != http.StatusOK {
+		if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: e.start}, "system:masters"); code != http.StatusOK {
 			t.Errorf("a raw-access group's restore of %s to absence: %d %s", key, code, b)
 		}
 	}
@@ -366,7 +366,7 @@ func TestRestoreRawOnly(t *testing.T) {
 	}{
 		{cmKey, terminating, "its deletion had begun"},
 		{csrKey, first, "approval subresource"},
-		{sealed, 1, "cannot be read to tell whether finalizers guard it"},
+		{sealed, e.start, "cannot be read to tell whether finalizers guard it"},
 	} {
 		rev := e.store.Rev()
 		code, b := e.restore("carol", &historypb.Request{Key: []byte(c.key), Revision: c.rev})

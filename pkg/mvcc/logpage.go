@@ -23,20 +23,36 @@ type LogQuery struct {
 	// After is the last entry of the previous page (zero: from the start),
 	// or the last row its scan read (logScanRows).
 	After LogCursor
-	// Keep, when set, is asked of each row's key before anything else of
-	// the row is read: a row it refuses costs no value read and is left
-	// out. key is valid only during the call. It may block (it may ask an
-	// authorizer); the page's first statement stays open meanwhile. With
-	// Keep, FromRev is checked against the lowest floor of the rules the
-	// range touches, and each kept row against its own key's rule: a
-	// window the filter's keys are not retained for is an
-	// *OutOfRangeError naming their prefix (logFloor).
-	Keep func(key []byte) bool
+	// Keep, when set, is asked of each row's key and revision, in the
+	// page's order, before anything else of the row is read: a row it
+	// skips costs no value read and is left out; Stop ends the page before
+	// the row, which the next page starts with (a filter that must ask
+	// too many questions of an authorizer ends its page so). It must not
+	// stop at the first row a page reads: that page would repeat itself,
+	// and is an error. key is valid only during the call. It may block;
+	// the page's first statement stays open meanwhile. With Keep, FromRev
+	// is checked against the lowest floor of the rules the range touches,
+	// and each kept row against its own key's rule: a window the filter's
+	// keys are not retained for is an *OutOfRangeError naming their
+	// prefix (logFloor).
+	Keep func(key []byte, rev int64) Verdict
 	// Limit (at least 1) and MaxBytes end a page at that many entries or
 	// bytes (Event.Size: values and prev_kvs), whichever comes first; a
 	// page holds at least one entry, and MaxBytes <= 0 sets no byte bound.
 	Limit, MaxBytes int
 }
+
+// Verdict is what a Log's filter says of one row (LogQuery.Keep).
+type Verdict int
+
+const (
+	// Skip leaves the row out of the page.
+	Skip Verdict = iota
+	// Take puts the row on the page.
+	Take
+	// Stop ends the page before the row.
+	Stop
+)
 
 // LogCursor is a position in the log: a change, by revision and its index
 // among the revision's changes.

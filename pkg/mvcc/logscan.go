@@ -61,7 +61,7 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 	}
 	keep := q.Keep
 	if keep == nil {
-		keep = func([]byte) bool { return true }
+		keep = func([]byte, int64) Verdict { return Take }
 	}
 	rows, last, end, err := s.scanHeads(ctx, q, narrow, lo, hi, keep)
 	if err != nil {
@@ -98,14 +98,15 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 }
 
 // scanHeads reads row headers between lo and hi in q's order, keeping
-// those keep keeps, until it has kept q.Limit+1 of them, read logScanRows
-// rows, or reached the end (end set). last is the last row read.
+// those keep takes, until it has kept q.Limit+1 of them, read logScanRows
+// rows, reached the end (end set), or keep stops it. last is the last row
+// read and passed on (the page goes on after it).
 //
 // On a database that makes rows as they are read (SQLite) one statement
 // asks for every row the scan may read; elsewhere (PostgreSQL sends every
 // row a LIMIT allows) the first asks for a page's worth and each next one
 // for twice as many.
-func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi LogCursor, keep func([]byte) bool) (kept []scanRow, last LogCursor, end bool, err error) {
+func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi LogCursor, keep func([]byte, int64) Verdict) (kept []scanRow, last LogCursor, end bool, err error) {
 	step := q.Limit + 1
 	if _, ok := s.d.(LazyRows); ok {
 		step = logScanRows
@@ -134,11 +135,19 @@ func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi L
 				if !lo.before(r.c) || !r.c.before(hi) {
 					continue
 				}
-				scanned++
-				last = r.c
-				if !keep(key.b) {
+				switch keep(key.b, r.c.Rev) {
+				case Stop:
+					if scanned == 0 {
+						return got, false, fmt.Errorf("the filter stopped the page at its first row, %d.%d: the page would repeat itself", r.c.Rev, r.c.Sub)
+					}
+					return got, true, nil
+				case Skip:
+					scanned++
+					last = r.c
 					continue
 				}
+				scanned++
+				last = r.c
 				// Below its own rule's floor, a kept key's changes are not
 				// all retained (logFloor).
 				if rule := s.ruleFor(key.b); q.FromRev > 0 && r.c.Rev < rule.floor().Rev {

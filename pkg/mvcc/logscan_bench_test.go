@@ -33,12 +33,12 @@ func BenchmarkLogScan(b *testing.B) {
 	kr := mvcc.NewKeyRange([]byte("/registry/"), []byte("/registry0"))
 	for _, c := range []struct {
 		name    string
-		keep    func([]byte) bool
+		keep    func([]byte, int64) mvcc.Verdict
 		entries int
 	}{
 		{"all", nil, 500},
-		{"half", func(k []byte) bool { return k[len(k)-1]%2 == 0 }, 500},
-		{"none", func([]byte) bool { return false }, 0},
+		{"half", func(k []byte, _ int64) mvcc.Verdict { return verdict(k[len(k)-1]%2 == 0) }, 500},
+		{"none", func([]byte, int64) mvcc.Verdict { return mvcc.Skip }, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {

@@ -136,11 +136,11 @@ func TestLogKeepReadsNoFilteredValue(t *testing.T) {
 			put(t, s, fmt.Sprintf("/f/small/%d", i%3), []byte(fmt.Sprint("s", i)))
 		}
 		kr := mvcc.PrefixRange([]byte("/f/"))
-		keep := func(k []byte) bool { return !bytes.Equal(k, []byte("/f/big")) }
+		keep := func(k []byte, _ int64) mvcc.Verdict { return verdict(!bytes.Equal(k, []byte("/f/big"))) }
 		all, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000})
 		var want []*mvcc.Event
 		for _, e := range all {
-			if keep(e.Kv.Key) {
+			if keep(e.Kv.Key, e.Rev()) == mvcc.Take {
 				want = append(want, e)
 			}
 		}
@@ -181,7 +181,7 @@ func TestLogScanBoundReturnsContinue(t *testing.T) {
 		}
 		put(t, s, "/g/kept", []byte("last"))
 		kr := mvcc.PrefixRange([]byte("/g/"))
-		keep := func(k []byte) bool { return bytes.HasPrefix(k, []byte("/g/kept")) }
+		keep := func(k []byte, _ int64) mvcc.Verdict { return verdict(bytes.HasPrefix(k, []byte("/g/kept"))) }
 		for _, desc := range []bool{false, true} {
 			q := mvcc.LogQuery{Range: kr, Keep: keep, Descending: desc, Limit: 10}
 			page, err := s.Log(context.Background(), q)
@@ -202,6 +202,67 @@ func TestLogScanBoundReturnsContinue(t *testing.T) {
 			evs, pages := allPages(t, s, mvcc.LogQuery{Range: kr, Keep: keep, Descending: desc, Limit: 10})
 			if len(evs) != 2 || pages < 102/20 {
 				t.Fatalf("descending %v: %d entries in %d pages, want 2 in at least %d", desc, len(evs), pages, 102/20)
+			}
+		}
+	})
+}
+
+// verdict is Take for true, Skip for false.
+func verdict(take bool) mvcc.Verdict {
+	if take {
+		return mvcc.Take
+	}
+	return mvcc.Skip
+}
+
+// A filter that stops ends its page before the row it stopped at, and the
+// next page starts there: the pages together list every row the filter
+// takes, in order, none twice; a filter that stops at a page's first row
+// is an error, not a page that repeats itself.
+func TestLogKeepStops(t *testing.T) {
+	onBackends(t, mvcc.Options{}, func(t *testing.T, s *mvcc.Store) {
+		for i := range 30 {
+			put(t, s, fmt.Sprintf("/h/%d", i%7), []byte(fmt.Sprint(i)))
+		}
+		kr := mvcc.PrefixRange([]byte("/h/"))
+		all, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000})
+		for _, desc := range []bool{false, true} {
+			// Each page stops at its fourth distinct key, as a filter with
+			// three questions to ask per page would.
+			var got []*mvcc.Event
+			q := mvcc.LogQuery{Range: kr, Descending: desc, Limit: 100}
+			for pages := 0; ; pages++ {
+				if pages > 30 {
+					t.Fatalf("descending %v: more than 30 pages", desc)
+				}
+				seen := map[string]bool{}
+				q.Keep = func(k []byte, _ int64) mvcc.Verdict {
+					if !seen[string(k)] && len(seen) == 3 {
+						return mvcc.Stop
+					}
+					seen[string(k)] = true
+					return mvcc.Take
+				}
+				page, err := s.Log(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Events) == 0 || len(page.Events) > 3*5 {
+					t.Fatalf("descending %v: a page of %d entries", desc, len(page.Events))
+				}
+				got = append(got, page.Events...)
+				if !page.More {
+					break
+				}
+				q.After = page.Next
+			}
+			if desc {
+				slices.Reverse(got)
+			}
+			sameEvents(t, fmt.Sprintf("descending %v", desc), got, all)
+			stop := mvcc.LogQuery{Range: kr, Descending: desc, Limit: 100, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Stop }}
+			if _, err := s.Log(context.Background(), stop); err == nil {
+				t.Errorf("descending %v: a filter that stops at the first row: no error", desc)
 			}
 		}
 	})
@@ -280,13 +341,13 @@ func TestLogKeepChecksEachKeysFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		kr := mvcc.PrefixRange([]byte("/r/"))
-		long := func(k []byte) bool { return bytes.HasPrefix(k, []byte("/r/long/")) }
+		long := func(k []byte, _ int64) mvcc.Verdict { return verdict(bytes.HasPrefix(k, []byte("/r/long/"))) }
 		for _, desc := range []bool{false, true} {
 			evs, _ := allPages(t, s, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: long, Descending: desc, Limit: 3})
 			if len(evs) != 6 {
 				t.Errorf("descending %v: %d changes of /r/long/b, want 6", desc, len(evs))
 			}
-			_, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: func([]byte) bool { return true }, Descending: desc, Limit: 1000})
+			_, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }, Descending: desc, Limit: 1000})
 			var oor *mvcc.OutOfRangeError
 			if !errors.As(err, &oor) || !strings.Contains(oor.Msg, `"/r/short/"`) {
 				t.Errorf("descending %v: a window below /r/short/'s floor that lists its key: %v", desc, err)

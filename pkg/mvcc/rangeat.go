@@ -57,6 +57,10 @@ func (s *Store) RangeAt(ctx context.Context, q RangeAtQuery) (*RangeAtPage, erro
 	}
 	from := q.Range.Key
 	if q.After != nil {
+		// A page never reads outside its range, whatever After says.
+		if !q.Range.Contains(q.After) {
+			return nil, fmt.Errorf("range at a revision: the page would start after %q, outside the range", q.After)
+		}
 		from = append(append([]byte(nil), q.After...), 0) // the first key after it
 	}
 	step := q.Limit + 1
