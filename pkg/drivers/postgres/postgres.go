@@ -1,6 +1,6 @@
 // Package postgres is the PostgreSQL dialect, on jackc/pgx/v5 through its
 // database/sql adapter so the engine stays shared with SQLite (the write
-// batch's two pipelines use the pgx connection beneath it). Several
+// batch's pipelines use the pgx connection beneath it). Several
 // QuantyKube processes may serve one database: the dialect implements
 // mvcc.ReplicaDialect (a database-wide write lock per batch, LISTEN/NOTIFY
 // wake-ups, leases whose deadlines live in the database).
