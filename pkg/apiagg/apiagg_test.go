@@ -74,8 +74,9 @@ type env struct {
 	start  int64 // the revision the tests' namespaces exist at, and nothing else
 	url    string
 	proxy  *http.Client // kube-apiserver's front proxy
-	grants *grants
-	dry    *dryRuns
+	grants  *grants
+	dry     *dryRuns
+	cluster *cluster
 	audit  *framework.LogBuffer
 	pki    struct{ serving, front, other *framework.CA }
 }
@@ -117,6 +118,8 @@ func newEnvWith(t *testing.T, cfg apiagg.Config) *env {
 	if cfg.Reviewer == nil {
 		cfg.Reviewer = e.grants
 	}
+	e.cluster = &cluster{status: map[string]bool{}, ips: map[string]string{}}
+	cfg.Cluster = e.cluster
 	cfg.DryRunner, cfg.Logger = e.dry, slog.New(slog.NewTextHandler(e.audit, nil))
 	srv, err := apiagg.New(cfg, history.New(e.store))
 	if err != nil {

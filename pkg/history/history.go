@@ -388,8 +388,22 @@ func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb
 
 // RestoreCheck decides whether a restore may go on, given the key's state
 // now (cur, nil if absent) and the state it would write back (old, nil for
-// a delete). An error it returns ends the restore and is returned as it is.
-type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) error
+// a delete), and how it writes: nil writes old as it was. An error it
+// returns ends the restore and is returned as it is.
+type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) (*RestoreWrite, error)
+
+// RestoreWrite shapes the write of one attempt of a restore.
+type RestoreWrite struct {
+	// Value, when set, is written instead of the old state's value: the
+	// aggregated API writes an object back without what its caller may
+	// not write (a status).
+	Value []byte
+	// Also are writes made in the same transaction, and If the conditions
+	// they need beside the key's own: unless every one holds, nothing is
+	// written and the restore looks again.
+	Also []*pb.RequestOp
+	If   []*pb.Compare
+}
 
 // RestoreChecked is Restore within b that asks check before every
 // attempt, against exactly the state the attempt's conditional write may
@@ -434,19 +448,31 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, b Bo
 		if len(cur.Kvs) == 1 {
 			now = cur.Kvs[0]
 		}
+		w := &RestoreWrite{}
 		if check != nil {
 			// Before any answer: even "already as it was" shows the old value.
-			if err := check(ctx, now, old); err != nil {
+			shaped, err := check(ctx, now, old)
+			if err != nil {
 				return nil, err
+			}
+			if shaped != nil {
+				w = shaped
 			}
 		}
 		if err := unchanged(r, now); err != nil {
 			return nil, err
 		}
+		var value []byte
+		if old != nil {
+			value = old.Value
+			if w.Value != nil {
+				value = w.Value
+			}
+		}
 		var curMod int64
 		if now != nil {
 			curMod = now.ModRevision
-			if old != nil && bytes.Equal(now.Value, old.Value) {
+			if old != nil && bytes.Equal(now.Value, value) {
 				return resp, nil // already as it was
 			}
 		} else if old == nil {
@@ -454,13 +480,13 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, b Bo
 		}
 		op := &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: r.Key}}}
 		if old != nil {
-			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: old.Value}}}
+			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: value}}}
 		}
 		// Only over the state just read: a concurrent writer wins, and the
 		// restore looks again (with if_mod_revision, to refuse).
 		txn, err := s.store.Txn(ctx, &pb.TxnRequest{
-			Compare: []*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}},
-			Success: []*pb.RequestOp{op},
+			Compare: append([]*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}}, w.If...),
+			Success: append([]*pb.RequestOp{op}, w.Also...),
 		})
 		if err != nil {
 			return nil, toStatus(err)

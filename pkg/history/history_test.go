@@ -715,7 +715,7 @@ func TestRestoreIfModRevision(t *testing.T) {
 				f.fails = 1
 			}
 			checks := 0
-			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) error { checks++; return nil }
+			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) { checks++; return nil, nil }
 			resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4, IfModRevision: proto.Int64(tc.ifMod)}, Bounds{}, check)
 			if tc.refused != "" {
 				wantStatus(t, err, codes.Aborted, tc.refused)
@@ -741,5 +741,38 @@ func TestRestoreIfModRevision(t *testing.T) {
 				t.Fatalf("%d access checks, want %d", checks, attempts)
 			}
 		})
+	}
+}
+
+// A check shapes the write: the value it gives is written instead of the
+// old state's, in one transaction with its other writes and conditions;
+// a state already equal to that value is left alone.
+func TestRestoreCheckShapesTheWrite(t *testing.T) {
+	old := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("old, with status"), ModRevision: 4}
+	cur := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("now"), ModRevision: 9}
+	f := &fakeStore{rev: 10, kvAt: map[int64]*mvccpb.KeyValue{4: old, 11: {Key: []byte("k"), Value: []byte("old, without")}}, current: cur}
+	also := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("other"), Value: []byte("x")}}}
+	cond := &pb.Compare{Key: []byte("other"), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 3}}
+	check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) {
+		return &RestoreWrite{Value: []byte("old, without"), Also: []*pb.RequestOp{also}, If: []*pb.Compare{cond}}, nil
+	}
+	resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4}, Bounds{}, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.txns) != 1 {
+		t.Fatalf("%d transactions", len(f.txns))
+	}
+	txn := f.txns[0]
+	if len(txn.Success) != 2 || string(txn.Success[0].GetRequestPut().Value) != "old, without" || txn.Success[1] != also ||
+		len(txn.Compare) != 2 || txn.Compare[1] != cond {
+		t.Errorf("transaction %v, want the shaped value, the other write and its condition", txn)
+	}
+	if string(resp.Kv.GetValue()) != "old, without" || resp.NewRevision != 11 {
+		t.Errorf("answer %v, want the value as written", resp)
+	}
+	f.current, f.txns = &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("old, without"), ModRevision: 11}, nil
+	if _, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4}, Bounds{}, check); err != nil || len(f.txns) != 0 {
+		t.Errorf("a key already at the shaped value: %v, %d transactions; want none", err, len(f.txns))
 	}
 }
