@@ -69,16 +69,16 @@ func (g *grants) questions() []string {
 // env is the aggregated API over a store, and clients as the front proxy
 // and as others.
 type env struct {
-	t      *testing.T
-	store  *mvcc.Store
-	start  int64 // the revision the tests' namespaces exist at, and nothing else
-	url    string
-	proxy  *http.Client // kube-apiserver's front proxy
+	t       *testing.T
+	store   *mvcc.Store
+	start   int64 // the revision the tests' namespaces exist at, and nothing else
+	url     string
+	proxy   *http.Client // kube-apiserver's front proxy
 	grants  *grants
 	dry     *dryRuns
 	cluster *cluster
-	audit  *framework.LogBuffer
-	pki    struct{ serving, front, other *framework.CA }
+	audit   *framework.LogBuffer
+	pki     struct{ serving, front, other *framework.CA }
 }
 
 // testNamespaces exist in every env from its first revisions on.

@@ -715,7 +715,10 @@ func TestRestoreIfModRevision(t *testing.T) {
 				f.fails = 1
 			}
 			checks := 0
-			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) { checks++; return nil, nil }
+			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) {
+				checks++
+				return nil, nil
+			}
 			resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4, IfModRevision: proto.Int64(tc.ifMod)}, Bounds{}, check)
 			if tc.refused != "" {
 				wantStatus(t, err, codes.Aborted, tc.refused)
