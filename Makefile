@@ -144,6 +144,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 100000x ./pkg/history
 	$(GO) test -run '^$$' -fuzz '^FuzzContinue$$' -fuzztime 100000x ./pkg/history
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime 20000x ./pkg/apiagg
+	$(GO) test -run '^$$' -fuzz '^FuzzChangesFilter$$' -fuzztime 20000x ./pkg/apiagg
 	$(GO) test -run '^$$' -fuzz '^FuzzBody$$' -fuzztime 100000x ./pkg/apiagg
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and
