@@ -212,7 +212,7 @@ func (t *replicaTx) q() querier {
 	if err := t.begun(); err != nil {
 		return failedQuerier{err}
 	}
-	return binder{on: t.conn, d: t.b.s.d}
+	return t.conn
 }
 
 func (t *replicaTx) get(key []byte) (*mvccpb.KeyValue, error) {
@@ -227,7 +227,7 @@ func (t *replicaTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	}
 	// Not named by the batch's compares or puts (a single-key delete, say):
 	// nothing of the batch's own writes can be pending for it.
-	kv, err := getCurrent(t.ctx, t.q(), key)
+	kv, err := getCurrent(t.ctx, t.q(), &t.b.s.sql.Current, key)
 	if err == nil {
 		t.rows[string(key)] = kv
 	}
@@ -239,7 +239,7 @@ func (t *replicaTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
 	if err := t.flush(); err != nil {
 		return nil, err
 	}
-	return scanCurrent(t.ctx, t.q(), t.b.s.q, kr, lease)
+	return scanCurrent(t.ctx, t.q(), &t.b.s.sql.Current, kr, lease)
 }
 
 func (t *replicaTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {

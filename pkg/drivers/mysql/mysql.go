@@ -283,19 +283,6 @@ func (d *Dialect) timeoutVar(ms int64) string {
 	return fmt.Sprintf("max_execution_time = %d", ms)
 }
 
-// Bind leaves ? placeholders: they are MySQL's own.
-func (d *Dialect) Bind(q string) string { return q }
-
-// LogByRev forces the (rev, sub) index: MySQL's optimizer, asked for the
-// changes of a key range since a revision, may pick (key, rev) and read
-// the range's whole history.
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " FORCE INDEX (log_rev)" }
-
-// LogByKey forces the (key, rev) index (logpage.go).
-func (d *Dialect) LogByKey(alias string) string {
-	return "log AS " + alias + " FORCE INDEX (log_key_rev)"
-}
-
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	err = db.QueryRowContext(ctx, sizeSQL).Scan(&total, &inUse)
 	return total, inUse, err

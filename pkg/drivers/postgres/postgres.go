@@ -241,42 +241,6 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-// Bind rewrites ? placeholders to $1, $2, ... outside quoted literals.
-func (d *Dialect) Bind(q string) string {
-	if !strings.Contains(q, "?") {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q) + 16)
-	n := 0
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '?':
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// LogByRev needs no hint: PostgreSQL's planner weighs the revision
-// condition against the key range from statistics (and the actual index
-// bounds for revisions newer than the histogram).
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
-
-// LogByKey needs no hint either (LogByRev).
-func (d *Dialect) LogByKey(alias string) string { return "log AS " + alias }
-
 // OwnedBlobs (mvcc.OwnedBlobs): pgx's database/sql driver (stdlib.Rows)
 // scans every bytea column of every row into a new slice, which it never
 // writes again; TestDriverBlobsAreOwned checks it.

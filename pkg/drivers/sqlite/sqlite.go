@@ -233,8 +233,6 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-func (d *Dialect) Bind(q string) string { return q }
-
 // autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
 // writer's connection keeps while it checkpoints after its own commits.
 const autoCheckpointPages = 1000
@@ -258,16 +256,6 @@ func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	return nil
-}
-
-// LogByRev pins the index: for SELECT DISTINCT key, SQLite prefers a scan
-// of the covering (key, rev) index, which reads every revision ever kept.
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
-
-// LogByKey pins the other index: ordered by revision, SQLite prefers
-// log_rev, which reads the whole log for a range that holds little of it.
-func (d *Dialect) LogByKey(alias string) string {
-	return "log AS " + alias + " INDEXED BY log_key_rev"
 }
 
 // LazyRows (mvcc.LazyRows): SQLite runs in the process and steps a
