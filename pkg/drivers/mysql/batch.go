@@ -102,7 +102,7 @@ func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.Batch
 	if w != nil {
 		d.addWrites(&s, w)
 	}
-	s.add("COMMIT")
+	s.add(commitSQL)
 	return d.send(ctx, conn, &s)
 }
 
@@ -151,7 +151,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 		}
 	}
 	var s script
-	s.add("START TRANSACTION")
+	s.add(startTransactionSQL)
 	s.add(lockBatchSQL)
 	s.add(assumedMetaSQL, end.Rev, end.Compact, end.LastUnixMs, end.Writer,
 		a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs, a.Start.Writer)
@@ -162,7 +162,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	if w != nil {
 		d.addRows(&s, w, created)
 	}
-	s.add("COMMIT")
+	s.add(commitSQL)
 	err := d.send(ctx, conn, &s)
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) || me.Number != 1062 {
@@ -174,7 +174,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	if strings.Contains(me.Message, "'rev'") {
 		missed = mvcc.ErrAssumption
 	}
-	if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+	if _, rerr := conn.ExecContext(ctx, rollbackSQL); rerr != nil {
 		return fmt.Errorf("%w (the ROLLBACK after it: %v)", missed, rerr)
 	}
 	return missed

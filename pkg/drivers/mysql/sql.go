@@ -296,6 +296,14 @@ const (
 	releaseLocksSQL = "DO RELEASE_ALL_LOCKS()"
 )
 
+// Transactions the dialect begins and ends itself: a batch's, and the
+// one begun again after the schema's DDL (conn.go).
+const (
+	startTransactionSQL = `START TRANSACTION`
+	commitSQL           = `COMMIT`
+	rollbackSQL         = `ROLLBACK`
+)
+
 // statementTimeoutSQL sets setting, a timeoutVar, for the session.
 func statementTimeoutSQL(setting string) string {
 	return fmt.Sprintf(`SET SESSION %s`, setting)
@@ -348,7 +356,7 @@ func lockStateSQL(n int) string {
 
 // beginLockStateSQL begins the transaction, then runs lockStateSQL.
 func beginLockStateSQL(n int) string {
-	return "START TRANSACTION;\n" + lockStateSQL(n)
+	return startTransactionSQL + ";\n" + lockStateSQL(n)
 }
 
 // The check of an assumption (CommitAssumed), under the lock: meta holds
