@@ -20,21 +20,24 @@ import (
 // the pool that runs them (stmt.go); the others (the migration's, an
 // import's, retention's passes) are run by their text.
 type Statements struct {
-	Schema    SchemaSQL    // schema.go: the migration, and what a store loads as it opens
-	Meta      MetaSQL      // meta's revision and floors, read outside a batch
-	Batch     BatchSQL     `only:"single"` // batch_sqlite.go, delete_sqlite.go: the one writer's batch
-	Current   CurrentSQL   // the current table, as batches and the live index read it
-	Lease     LeaseSQL     // lease.go
-	Range     RangeSQL     // range.go, range_sql.go
-	Watch     WatchSQL     // logread.go: watch catch-up and the tailer
-	History   HistorySQL   // history.go: History's reads of one row
-	LogPage   LogPageSQL   // logpage.go, logscan.go: History's Log pages
-	RangeAt   RangeAtSQL   // rangeat.go: History's range at a revision
-	Retention RetentionSQL // retention.go
-	Budget    BudgetSQL    // budget.go
-	Usage     UsageSQL     // usage.go
-	Import    ImportSQL    // import.go
-	Regress   RegressSQL   // regress.go
+	Schema SchemaSQL // schema.go: the migration, and what a store loads as it opens
+	Meta   MetaSQL   // meta's revision and floors, read outside a batch
+	Batch  BatchSQL  `only:"single"` // batch_sqlite.go, delete_sqlite.go: the one writer's batch
+	// batch_replica.go: the replicas' batch, the rest of whose SQL is the
+	// ReplicaDialect's own
+	ReplicaBatch ReplicaBatchSQL `only:"replica"`
+	Current      CurrentSQL      // the current table, as batches and the live index read it
+	Lease        LeaseSQL        // lease.go
+	Range        RangeSQL        // range.go, range_sql.go
+	Watch        WatchSQL        // logread.go: watch catch-up and the tailer
+	History      HistorySQL      // history.go: History's reads of one row
+	LogPage      LogPageSQL      // logpage.go, logscan.go: History's Log pages
+	RangeAt      RangeAtSQL      // rangeat.go: History's range at a revision
+	Retention    RetentionSQL    // retention.go
+	Budget       BudgetSQL       // budget.go
+	Usage        UsageSQL        // usage.go
+	Import       ImportSQL       // import.go
+	Regress      RegressSQL      // regress.go
 }
 
 // KeyShape is the form of a key range in a statement: one key (= ?), every
@@ -149,6 +152,14 @@ type BatchSQL struct {
 	// Prefetch reads the current rows of PrefetchSizes keys, as
 	// CurrentSQL's. Args: the keys.
 	Prefetch [3]string
+}
+
+// ReplicaBatchSQL is what the engine runs on a replica batch's connection
+// beyond CurrentSQL's and LeaseSQL's reads: the dialect begins and commits
+// the transaction itself (ReplicaDialect).
+type ReplicaBatchSQL struct {
+	// Rollback ends the transaction of a batch that failed.
+	Rollback string
 }
 
 // CurrentSQL reads current rows, each with its value from its log row.

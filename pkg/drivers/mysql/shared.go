@@ -86,7 +86,7 @@ func (d *Dialect) Listen(context.Context, func(bool), func(string)) error {
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	return generic.Leases(ctx, db, nowMs)
+	return generic.Leases(ctx, db, leasesSQL)
 }
 
 // RenewLease renews in one statement (autocommitted) and reads the TTL
@@ -177,7 +177,7 @@ func (d *Dialect) Announce(ctx context.Context) {
 	for first := true; ; {
 		q := serverRowUpsertSQL
 		if first {
-			q = serverRowsPruneSQL + q
+			q = serverRowsPruneUpsertSQL
 		}
 		if exec(q) == nil {
 			first = false

@@ -16,7 +16,6 @@ package mysql
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -29,9 +28,10 @@ func (d *Dialect) Statements() *mvcc.Statements { return &statements }
 
 // TextProtocol (mvcc.TextProtocol): the engine prepares nothing on MySQL.
 // MariaDB 10.11 fails the second execution of a prepared statement whose
-// correlated subquery reads a merged derived table ("Unknown column"), as
-// Range.Latest does, and a statement sent as text with its arguments costs
-// one round trip, as a prepared statement's execution does.
+// correlated subquery reads a merged derived table ("Unknown column
+// 'c.key'"), as a past revision's range does (changedAt), and a statement
+// sent as text with its arguments costs one round trip, as a prepared
+// statement's execution does.
 func (d *Dialect) TextProtocol() {}
 
 // The log's two indexes, forced where MySQL's optimizer may pick the
@@ -190,6 +190,7 @@ var statements = mvcc.Statements{
 		InsertMeta:     insertMetaSQL,
 		DeleteMeta:     `DELETE FROM meta WHERE name = ?`,
 	},
+	ReplicaBatch: mvcc.ReplicaBatchSQL{Rollback: rollbackSQL},
 	Regress: mvcc.RegressSQL{
 		SetRev:   `UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`,
 		SetReset: `INSERT INTO meta (name, value) VALUES ('reset', ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`,
@@ -335,28 +336,58 @@ func createDatabaseSQL(name string) string {
 // the revision the previous one committed.
 const lockBatchSQL = `UPDATE meta SET value = value WHERE name = 'rev'`
 
-// stateSQL reads, after the lock, the committed revision, floors and
+// keyListSizes are the lengths of the key lists of the batch's statements
+// that read or check its keys (stateSQL, stateKeysSQL, assumedAbsentSQL):
+// a list of n keys takes the shortest that holds them, its last key
+// repeated to fill it (IN matches a row once), and more keys than the
+// longest take several.
+var keyListSizes = [...]int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+
+// stateMetaSQL reads, after the lock, the committed revision, floors and
 // writer's mark (the row with a NULL key; a store whose batches never
-// marked one reads 0) and the current rows of the batch's keys. The
-// writer's sessions are READ COMMITTED: the statement reads what the
-// previous batch committed.
-func stateSQL(n int) string {
-	q := "SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), COALESCE((SELECT value FROM meta WHERE name = 'last_writer'), 0), 0"
-	if n > 0 {
-		q += "\nUNION ALL SELECT c.`key`, (SELECT l.value FROM log l WHERE l.`key` = c.`key` AND l.rev = c.mod_rev), 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.`key` IN (?" + strings.Repeat(", ?", n-1) + ")"
+// marked one reads 0). The writer's sessions are READ COMMITTED: the
+// statement reads what the previous batch committed.
+const stateMetaSQL = `SELECT NULL, NULL, (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms'), COALESCE((SELECT value FROM meta WHERE name = 'last_writer'), 0), 0`
+
+// stateKeysSQL reads the current rows of a list of keys, in stateSQL's
+// columns: key, value, 0, create_rev, mod_rev, version, lease.
+var stateKeysSQL = keyLists(func(n int) string {
+	return `SELECT c.key, ` + liveValue + `, 0, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key IN (` + generic.List(n) + `)`
+})
+
+// stateSQL is stateMetaSQL and the current rows of a list of keys, in one
+// statement.
+var stateSQL = keyLists(func(n int) string {
+	return stateMetaSQL + "\nUNION ALL " + stateKeysSQL[listIndex(n)]
+})
+
+// lockStateSQL takes the lock and reads the state (of no key, or a list of
+// keys), in one multi-statement query; beginLockStateSQL begins the
+// transaction first.
+var (
+	lockStateMetaSQL      = lockBatchSQL + ";\n" + stateMetaSQL
+	lockStateSQL          = keyLists(func(n int) string { return lockBatchSQL + ";\n" + stateSQL[listIndex(n)] })
+	beginLockStateMetaSQL = startTransactionSQL + ";\n" + lockStateMetaSQL
+	beginLockStateSQL     = keyLists(func(n int) string { return startTransactionSQL + ";\n" + lockStateSQL[listIndex(n)] })
+)
+
+// keyLists is the statement write gives for each of keyListSizes.
+func keyLists(write func(n int) string) (out [len(keyListSizes)]string) {
+	for i, n := range keyListSizes {
+		out[i] = write(n)
 	}
-	return q
+	return out
 }
 
-// lockStateSQL takes the lock and reads the state of n keys, in one
-// multi-statement query.
-func lockStateSQL(n int) string {
-	return lockBatchSQL + ";\n" + stateSQL(n)
-}
-
-// beginLockStateSQL begins the transaction, then runs lockStateSQL.
-func beginLockStateSQL(n int) string {
-	return startTransactionSQL + ";\n" + lockStateSQL(n)
+// listIndex is the index in keyListSizes of the shortest list that holds
+// n keys, or of the longest.
+func listIndex(n int) int {
+	for i, size := range keyListSizes {
+		if size >= n {
+			return i
+		}
+	}
+	return len(keyListSizes) - 1
 }
 
 // The check of an assumption (CommitAssumed), under the lock: meta holds
@@ -381,11 +412,11 @@ const (
 	assumedMetaHeldSQL = `INSERT INTO meta (name, value) SELECT 'rev', 0 FROM DUAL WHERE ROW_COUNT() <> 4`
 )
 
-// assumedAbsentSQL fails (a duplicate of meta's compact row) when one of
-// n keys has a current row.
-func assumedAbsentSQL(n int) string {
-	return "INSERT INTO meta (name, value) SELECT 'compact', 0 FROM DUAL WHERE EXISTS (SELECT 1 FROM current WHERE `key` IN (?" + strings.Repeat(", ?", n-1) + "))"
-}
+// assumedAbsentSQL fails (a duplicate of meta's compact row) when one of a
+// list of keys has a current row.
+var assumedAbsentSQL = keyLists(func(n int) string {
+	return `INSERT INTO meta (name, value) SELECT 'compact', 0 FROM DUAL WHERE EXISTS (SELECT 1 FROM current c WHERE c.key IN (` + generic.List(n) + `))`
+})
 
 // The batch's writes: the rows' statements are a head, rows separated by
 // commas, and a tail (script.rows).
@@ -440,6 +471,9 @@ var migrateLockSQL = fmt.Sprintf(`SELECT GET_LOCK(%s, %d)`, migrateLock, migrate
 
 // Leases, on the database's clock.
 const (
+	// leasesSQL reads every lease's ID, TTL and the milliseconds it has
+	// left.
+	leasesSQL = `SELECT id, ttl, renewed_ms + ttl * 1000 - ` + nowMs + ` FROM leases`
 	// renewLeaseSQL renews a lease that has not expired and returns its
 	// TTL, as a row only when it did.
 	renewLeaseSQL = `UPDATE leases SET renewed_ms = ` + nowMs + ` WHERE id = ? AND renewed_ms + ttl * 1000 > ` + nowMs + `;
@@ -458,9 +492,10 @@ const serverRowDeleteSQL = `DELETE FROM meta WHERE name = ?`
 // serverRowUpsertSQL writes a server's row, expiring serverExpiry from now.
 var serverRowUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, %s + %d) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs, serverExpiry.Milliseconds())
 
-// serverRowsPruneSQL goes before serverRowUpsertSQL, in one query: it
-// removes the rows expired for serverRowsKept.
-var serverRowsPruneSQL = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d; `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds())
+// serverRowsPruneUpsertSQL is serverRowUpsertSQL after a statement that
+// removes the rows expired for serverRowsKept, in one query.
+var serverRowsPruneUpsertSQL = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d;
+`, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + serverRowUpsertSQL
 
 // serverRowsLiveSQL counts the servers whose rows have not expired, and
 // the seconds the latest has left.

@@ -55,6 +55,9 @@ type Dialect struct {
 	listenCfg *pgx.ConnConfig
 	// execModeSet: the DSN chose pgx's default_query_exec_mode itself.
 	execModeSet bool
+	// setLocalTimeout gives a batch's transaction StatementTimeout behind
+	// a pooler ("": none).
+	setLocalTimeout string
 
 	mu       sync.Mutex
 	detected bool
@@ -110,7 +113,11 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if opts.Pool.MaxIdleTime == 0 {
 		opts.Pool.MaxIdleTime = 5 * time.Minute
 	}
-	return &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode="), serverID: newServerID()}, nil
+	d := &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode="), serverID: newServerID()}
+	if ms := opts.StatementTimeout.Milliseconds(); ms > 0 {
+		d.setLocalTimeout = setLocalTimeoutSQL(ms)
+	}
+	return d, nil
 }
 
 // parseConfig parses a database URL with QuantyKube's defaults: a 10 s
@@ -324,7 +331,7 @@ func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload s
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	return generic.Leases(ctx, db, nowMs)
+	return generic.Leases(ctx, db, leasesSQL)
 }
 
 func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify string) (int64, bool, error) {

@@ -11,6 +11,7 @@ package postgres
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strconv"
 
@@ -217,6 +218,7 @@ var statements = mvcc.Statements{
 		InsertMeta:     insertMetaSQL,
 		DeleteMeta:     `DELETE FROM meta WHERE name = $1`,
 	},
+	ReplicaBatch: mvcc.ReplicaBatchSQL{Rollback: rollbackSQL},
 	Regress: mvcc.RegressSQL{
 		SetRev:   `UPDATE meta SET value = $1 WHERE name IN ('rev', 'compact')`,
 		SetReset: `INSERT INTO meta (name, value) VALUES ('reset', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
@@ -406,38 +408,69 @@ SELECT ok.ok, ok.meta FROM ok LEFT JOIN LATERAL (
 // backendPIDSQL is the process ID of the backend that runs the statement.
 const backendPIDSQL = `SELECT pg_backend_pid()`
 
-// beginSQL begins a transaction with everything a session setting would
-// otherwise have given it.
-func beginSQL(iso sql.IsolationLevel, readOnly bool, timeoutMs int64) (string, error) {
-	q := "BEGIN"
-	switch iso {
-	case sql.LevelDefault:
-	case sql.LevelReadCommitted:
-		q += " ISOLATION LEVEL READ COMMITTED"
-	case sql.LevelRepeatableRead, sql.LevelSnapshot:
-		q += " ISOLATION LEVEL REPEATABLE READ"
-	case sql.LevelSerializable:
-		q += " ISOLATION LEVEL SERIALIZABLE"
-	default:
-		return "", fmt.Errorf("postgres: unsupported isolation level %v", iso)
-	}
-	if readOnly {
-		q += " READ ONLY"
-	}
-	return q + setLocalTimeout(timeoutMs), nil
+// A write batch's transaction, which the dialect begins and ends in its
+// pipelines (batch.go); the engine rolls back one that fails
+// (mvcc.ReplicaBatchSQL).
+const (
+	beginSQL    = `BEGIN`
+	commitSQL   = `COMMIT`
+	rollbackSQL = `ROLLBACK`
+)
+
+// begins are the BEGIN statements of the isolation levels a transaction
+// may ask for, read-write and read-only.
+var begins = map[sql.IsolationLevel]string{
+	sql.LevelDefault:        beginSQL,
+	sql.LevelReadCommitted:  "BEGIN ISOLATION LEVEL READ COMMITTED",
+	sql.LevelRepeatableRead: "BEGIN ISOLATION LEVEL REPEATABLE READ",
+	sql.LevelSnapshot:       "BEGIN ISOLATION LEVEL REPEATABLE READ",
+	sql.LevelSerializable:   "BEGIN ISOLATION LEVEL SERIALIZABLE",
 }
 
-// setLocalTimeout is the statement that gives a transaction its
-// statement_timeout, after a ';' to go in BEGIN's message ("" for none).
-func setLocalTimeout(ms int64) string {
-	if ms <= 0 {
-		return ""
+// beginStatements are the statements that begin a transaction with
+// everything a session setting would otherwise have given it, by
+// isolation level and read-only, written once per pool (openDB): a BEGIN
+// and, with a statement timeout of timeoutMs, setLocalTimeoutSQL's, in one
+// message.
+type beginStatements map[driver.TxOptions]string
+
+func newBeginStatements(timeoutMs int64) beginStatements {
+	b := beginStatements{}
+	for iso, begin := range begins {
+		for _, ro := range []bool{false, true} {
+			q := begin
+			if ro {
+				q += " READ ONLY"
+			}
+			if timeoutMs > 0 {
+				q += "; " + setLocalTimeoutSQL(timeoutMs)
+			}
+			b[driver.TxOptions{Isolation: driver.IsolationLevel(iso), ReadOnly: ro}] = q
+		}
 	}
-	return "; SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
+	return b
+}
+
+// of is the statement that begins a transaction of opts.
+func (b beginStatements) of(opts driver.TxOptions) (string, error) {
+	q, ok := b[opts]
+	if !ok {
+		return "", fmt.Errorf("postgres: unsupported isolation level %v", sql.IsolationLevel(opts.Isolation))
+	}
+	return q, nil
+}
+
+// setLocalTimeoutSQL gives a transaction its statement_timeout, of the
+// dialect's StatementTimeout: written when the dialect is made (New).
+func setLocalTimeoutSQL(ms int64) string {
+	return "SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
 }
 
 // Leases, on the database's clock.
 const (
+	// leasesSQL reads every lease's ID, TTL and the milliseconds it has
+	// left.
+	leasesSQL = `SELECT id, ttl, renewed_ms + ttl * 1000 - ` + nowMs + ` FROM leases`
 	// renewLeaseSQL renews a lease that has not expired and returns its TTL.
 	renewLeaseSQL = `UPDATE leases SET renewed_ms = ` + nowMs + ` WHERE id = $1 AND renewed_ms + ttl * 1000 > ` + nowMs + ` RETURNING ttl`
 	// leaseExpiredSQL says whether a lease has expired, and locks its row.
@@ -473,9 +506,9 @@ const serverRowDeleteSQL = `DELETE FROM meta WHERE name = $1`
 // serverRowUpsertSQL writes a server's row, expiring serverExpiry from now.
 var serverRowUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES ($1, %s + %d) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, nowMs, serverExpiry.Milliseconds())
 
-// serverRowsPruneSQL goes before serverRowUpsertSQL, as one statement: it
-// removes the rows expired for serverRowsKept.
-var serverRowsPruneSQL = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds())
+// serverRowsPruneUpsertSQL is serverRowUpsertSQL that first removes the
+// rows expired for serverRowsKept, as one statement.
+var serverRowsPruneUpsertSQL = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + serverRowUpsertSQL
 
 // serverRowsLiveSQL counts the servers whose rows have not expired, and
 // the seconds the latest has left. meta may not exist yet (an import into

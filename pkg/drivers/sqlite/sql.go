@@ -9,8 +9,6 @@ package sqlite
 // initialized: nothing is built per request.
 
 import (
-	"fmt"
-
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
@@ -306,11 +304,12 @@ func keysAt(end string) string {
 // the WAL, waiting for no lock.
 const checkpointSQL = "PRAGMA wal_checkpoint(PASSIVE)"
 
-// autoCheckpointSQL sets the connection's wal_autocheckpoint to pages
-// (0: off).
-func autoCheckpointSQL(pages int) string {
-	return fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", pages)
-}
+// autoCheckpointOnSQL sets the connection's wal_autocheckpoint to
+// SQLite's default, 1,000 pages; autoCheckpointOffSQL turns it off.
+const (
+	autoCheckpointOnSQL  = "PRAGMA wal_autocheckpoint = 1000"
+	autoCheckpointOffSQL = "PRAGMA wal_autocheckpoint = 0"
+)
 
 // Backup, verify and restore (backup.go).
 const (

@@ -233,18 +233,16 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-// autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
-// writer's connection keeps while it checkpoints after its own commits.
-const autoCheckpointPages = 1000
-
-// AutoCheckpoint sets the connection's wal_autocheckpoint (mvcc.Checkpointer).
+// AutoCheckpoint sets the connection's wal_autocheckpoint
+// (mvcc.Checkpointer): SQLite's default, which the writer's connection
+// keeps while it checkpoints after its own commits, or off.
 func (d *Dialect) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on bool) error {
-	pages := 0
+	q := autoCheckpointOffSQL
 	if on {
-		pages = autoCheckpointPages
+		q = autoCheckpointOnSQL
 	}
-	if _, err := ex.ExecContext(ctx, autoCheckpointSQL(pages)); err != nil {
-		return fmt.Errorf("sqlite: set wal_autocheckpoint to %d: %w", pages, err)
+	if _, err := ex.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", q, err)
 	}
 	return nil
 }
