@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
@@ -160,7 +158,7 @@ func newServerID() string {
 // the removal follows it on the same connection.
 func (d *Dialect) Announce(ctx context.Context) {
 	name := serverRowPrefix + d.serverID
-	c, err := mysql.NewConnector(d.cfg)
+	c, err := newConnector(d.cfg)
 	if err != nil {
 		return
 	}

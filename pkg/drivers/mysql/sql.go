@@ -422,16 +422,16 @@ var assumedAbsentSQL = keyLists(func(n int) string {
 // commas, and a tail (script.rows).
 const (
 	// logHead adds rows (logRow each) to the log.
-	logHead = "INSERT INTO log (rev, sub, `key`, value, create_rev, version, lease, deleted, unix_ms) VALUES "
+	logHead = `INSERT INTO log (rev, sub, log.key, value, create_rev, version, lease, deleted, unix_ms) VALUES `
 	logRow  = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	// putHead and putTail put current rows (putRow each); createHead
 	// alone adds rows, and fails on a key that has one.
-	putHead    = "INSERT INTO current (`key`, create_rev, mod_rev, version, lease) VALUES "
+	putHead    = `INSERT INTO current (current.key, create_rev, mod_rev, version, lease) VALUES `
 	putTail    = " ON DUPLICATE KEY UPDATE create_rev = VALUES(create_rev), mod_rev = VALUES(mod_rev), version = VALUES(version), lease = VALUES(lease)"
 	createHead = putHead
 	putRow     = "(?, ?, ?, ?, ?)"
 	// deleteHead and deleteTail delete the current rows of keys ("?" each).
-	deleteHead = "DELETE FROM current WHERE `key` IN ("
+	deleteHead = `DELETE FROM current WHERE current.key IN (`
 	deleteTail = ")"
 	// setRevCompactSQL sets meta's revision, its time, the writer's mark
 	// and the compacted revision (the mark's row made if missing).

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/tls"
 )
@@ -133,6 +134,9 @@ func parseConfig(dsn, what string) (*pgx.ConnConfig, error) {
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "quantykube"
+	}
+	if rec := sqltrace.Recorder(); rec != nil {
+		cfg.Tracer = tracer{rec: rec}
 	}
 	return cfg, nil
 }

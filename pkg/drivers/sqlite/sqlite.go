@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -121,7 +122,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		// Only the writer writes the WAL (ADR-018).
 		wdsn += "&vfs=" + vfs
 	}
-	writer, err = sql.Open("sqlite", wdsn)
+	writer, err = sqltrace.Open("sqlite", wdsn)
 	if err != nil {
 		d.Close()
 		return nil, nil, err
@@ -138,7 +139,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	if readers <= 0 {
 		readers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
-	reader, err = sql.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB)))
+	reader, err = sqltrace.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB)))
 	if err != nil {
 		writer.Close()
 		d.Close()
