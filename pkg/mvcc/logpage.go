@@ -207,35 +207,22 @@ func withValues(evs []*Event) []*Event {
 	return out
 }
 
-// One key's log is a chain: each change's prev_kv is the change before it.
-// A revision changes a key at most once (etcd refuses a transaction that
-// puts a key twice or puts and deletes it; overlapping deletes remove it
-// once), so rev alone orders one key's rows, in the (key, rev) index's
-// order: ordering by (rev, sub) made SQLite copy every row, value and all,
-// into a sorter first.
-const (
-	// keyLogSQL reads the key's rows from its newest before the cursor's
-	// revision on: the rows at or before the cursor (two at most) are the
-	// first entry's prev_kv.
-	keyLogSQL = `SELECT l.rev, l.sub, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ? THEN l.value END,
-			l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l
-		WHERE l.key = ? AND l.rev >= COALESCE((SELECT x.rev FROM log AS x WHERE x.key = ? AND x.rev < ? ORDER BY x.rev DESC LIMIT 1), 0)
-		ORDER BY l.rev LIMIT ?`
-	// keyValuesSQL reads the key's values of more than ? bytes in [?, ?].
-	keyValuesSQL = `SELECT l.rev, l.value FROM log AS l
-		WHERE l.key = ? AND l.rev >= ? AND l.rev <= ? AND octet_length(l.value) > ? ORDER BY l.rev`
-)
-
-// keyLog reads the page of key's changes after the cursor into sp. Each
-// entry's prev_kv is the entry before it, the same bytes, not a copy.
+// keyLog reads the page of key's changes after the cursor into sp, from
+// the key's newest row before the cursor's revision on (LogPageSQL.KeyPage):
+// the rows at or before the cursor (two at most) are the first entry's
+// prev_kv. One key's log is a chain: each change's prev_kv is the change
+// before it, the same bytes, not a copy. A revision changes a key at most
+// once (etcd refuses a transaction that puts a key twice or puts and
+// deletes it; overlapping deletes remove it once), so rev alone orders one
+// key's rows, in the (key, rev) index's order: ordering by (rev, sub) made
+// SQLite copy every row, value and all, into a sorter first.
 func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *logSpan) ([]*Event, error) {
 	inline := s.inlineBytes()
 	sl := s.newSlab()
 	var evs []*Event
 	err := func() error {
 		// Two rows at most before the entries, and one after them.
-		rows, err := s.readRows(ctx, keyLogSQL, inline, key, key, after.Rev, sp.rows(3))
+		rows, err := s.readRows(ctx, s.sql.LogPage.KeyPage, inline, key, key, after.Rev, sp.rows(3))
 		if err != nil {
 			return err
 		}
@@ -289,7 +276,7 @@ func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *log
 	if len(left) == 0 {
 		return evs, nil
 	}
-	rows, err := s.readRows(ctx, keyValuesSQL, key, left[0].ModRevision, left[len(left)-1].ModRevision, inline)
+	rows, err := s.readRows(ctx, s.sql.LogPage.KeyValues, key, left[0].ModRevision, left[len(left)-1].ModRevision, inline)
 	if err != nil {
 		return nil, err
 	}
@@ -322,10 +309,8 @@ var narrowRange = 2048
 // after the cursor would read a wide range's whole history to find the
 // few after a recent cursor.
 func (s *Store) isNarrow(ctx context.Context, kr KeyRange) (bool, error) {
-	cond, args := s.q.where("l.key", kr, nil)
 	var n int
-	err := s.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM `+s.d.LogByKey("l")+
-		` WHERE `+cond+` LIMIT ?) AS t`, append(args, narrowRange+1)...).Scan(&n)
+	err := s.readRow(ctx, s.sql.LogPage.Narrow.of(kr), append(kr.args(nil), narrowRange+1)...).Scan(&n)
 	return n <= narrowRange, err
 }
 
@@ -338,28 +323,21 @@ func (s *Store) isNarrow(ctx context.Context, kr KeyRange) (bool, error) {
 // Each entry's prev_kv is looked up, the page's only.
 func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) ([]*Event, error) {
 	inline := s.inlineBytes()
-	logFrom := s.d.LogByRev("l")
+	pageSQL, valuesSQL := &s.sql.LogPage.Page, &s.sql.LogPage.Values
 	narrow, err := s.isNarrow(ctx, kr)
 	if err != nil {
 		return nil, err
 	}
 	if narrow {
 		// The rows are sorted: none carries a value but an empty one.
-		logFrom, inline = s.d.LogByKey("l"), 0
+		pageSQL, valuesSQL, inline = &s.sql.LogPage.PageByKey, &s.sql.LogPage.ValuesByKey, 0
 	}
 	sl := s.newSlab()
-	cond, condArgs := s.q.where("l.key", kr, nil)
-	from := logFrom + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)`
 	var evs []*Event
 	var at []LogCursor // each entry's
 	err = func() error {
-		q := `SELECT l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ? THEN l.value END,
-				l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
-				p.rev, COALESCE(octet_length(p.value), 0), CASE WHEN octet_length(p.value) <= ? THEN p.value END,
-				p.create_rev, p.version, p.lease, p.deleted
-			FROM ` + from + ` WHERE (l.rev, l.sub) > (?, ?) AND ` + cond + ` ORDER BY l.rev, l.sub LIMIT ?`
-		args := append(append([]any{inline, inline, after.Rev, after.Sub}, condArgs...), sp.rows(1))
-		rows, err := s.readRows(ctx, q, args...)
+		args := append(kr.args([]any{inline, inline, after.Rev, after.Sub}), sp.rows(1))
+		rows, err := s.readRows(ctx, pageSQL.of(kr), args...)
 		if err != nil {
 			return err
 		}
@@ -417,10 +395,8 @@ func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *
 	if first < 0 {
 		return evs, nil
 	}
-	q := `SELECT l.rev, l.sub, CASE WHEN octet_length(l.value) > ? THEN l.value END, CASE WHEN octet_length(p.value) > ? THEN p.value END
-		FROM ` + from + ` WHERE (l.rev, l.sub) >= (?, ?) AND (l.rev, l.sub) <= (?, ?) AND ` + cond + ` ORDER BY l.rev, l.sub`
-	args := append([]any{inline, inline, at[first].Rev, at[first].Sub, at[last].Rev, at[last].Sub}, condArgs...)
-	rows, err := s.readRows(ctx, q, args...)
+	args := kr.args([]any{inline, inline, at[first].Rev, at[first].Sub, at[last].Rev, at[last].Sub})
+	rows, err := s.readRows(ctx, valuesSQL.of(kr), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -19,11 +18,6 @@ import (
 // of row headers on two shared cores (BenchmarkLogScan), whatever the
 // filter keeps.
 var logScanRows = 10000
-
-// idLists are the lengths the id lists of reads by id (IN (...)) are padded
-// to, so that a handful of statements serve every page size and stay
-// prepared (readRows keeps one per text).
-var idLists = []int{16, 128, 1024}
 
 // scanRow is one row a scan kept: where it is, its key, its id, and the
 // sizes its entry will take.
@@ -180,30 +174,32 @@ func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi L
 }
 
 // scanSQL is the statement that reads at most n row headers between lo
-// and hi in q's order: through the (rev, sub) index for a wide range,
-// through (key, rev) for one key or a narrow range (the page's few rows
-// sorted, no value among them).
+// and hi in q's order, and its arguments: through the (rev, sub) index
+// for a wide range, through (key, rev) for one key or a narrow range (the
+// page's few rows sorted, no value among them).
 func (s *Store) scanSQL(q LogQuery, narrow bool, lo, hi LogCursor, n int) (string, []any) {
-	kr := q.Range
-	dir := ""
-	if q.Descending {
-		dir = " DESC"
-	}
-	cond, condArgs := s.q.where("l.key", kr, nil)
-	head := `SELECT l.id, l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0) FROM `
+	kr, st := q.Range, &s.sql.LogPage
 	if kr.Single() {
 		// One key changes once per revision: its rows are in (key, rev)
 		// order already.
-		return head + s.d.LogByKey("l") + ` WHERE ` + cond + ` AND l.rev >= ? AND l.rev <= ? ORDER BY l.rev` + dir + ` LIMIT ?`,
-			append(condArgs, lo.Rev, hi.Rev, n)
+		text := st.KeyHeads
+		if q.Descending {
+			text = st.KeyHeadsDesc
+		}
+		return text, []any{kr.Key, lo.Rev, hi.Rev, n}
 	}
-	from := s.d.LogByRev("l")
-	if narrow {
-		from = s.d.LogByKey("l")
+	var heads *Spans
+	switch {
+	case narrow && q.Descending:
+		heads = &st.HeadsByKeyDesc
+	case narrow:
+		heads = &st.HeadsByKey
+	case q.Descending:
+		heads = &st.HeadsDesc
+	default:
+		heads = &st.Heads
 	}
-	return head + from + ` WHERE (l.rev, l.sub) > (?, ?) AND (l.rev, l.sub) < (?, ?) AND ` + cond +
-			` ORDER BY l.rev` + dir + `, l.sub` + dir + ` LIMIT ?`,
-		append(append([]any{lo.Rev, lo.Sub, hi.Rev, hi.Sub}, condArgs...), n)
+	return heads.of(kr), append(kr.args([]any{lo.Rev, lo.Sub, hi.Rev, hi.Sub}), n)
 }
 
 // prevHeads fills in rows' sizes and their prev_kvs' row ids and sizes:
@@ -215,10 +211,7 @@ func (s *Store) prevHeads(ctx context.Context, rows []scanRow) error {
 		at[r.id] = i
 		ids[i] = r.id
 	}
-	const q = `SELECT l.id, l.deleted, p.id, COALESCE(octet_length(p.value), 0), p.deleted
-		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
-		WHERE l.id IN `
-	return s.byIDs(ctx, q, ids, func(rs *sql.Rows) error {
+	return s.byIDs(ctx, &s.sql.LogPage.PrevHeads, ids, func(rs *sql.Rows) error {
 		var id, deleted int64
 		var pID, pLen, pDeleted sql.NullInt64
 		if err := rs.Scan(&id, &deleted, &pID, &pLen, &pDeleted); err != nil {
@@ -256,8 +249,7 @@ func (s *Store) readEntries(ctx context.Context, rows []scanRow) ([]*Event, erro
 	}
 	got := make(map[int64]*full, len(ids))
 	sl := s.newSlab()
-	const q = `SELECT id, rev, value, create_rev, version, lease, deleted, unix_ms FROM log WHERE id IN `
-	err := s.byIDs(ctx, q, ids, func(rs *sql.Rows) error {
+	err := s.byIDs(ctx, &s.sql.LogPage.Entries, ids, func(rs *sql.Rows) error {
 		var id int64
 		var f full
 		var value blob
@@ -292,18 +284,19 @@ func (s *Store) readEntries(ctx context.Context, rows []scanRow) ([]*Event, erro
 	return evs, nil
 }
 
-// byIDs runs q, which ends in "IN ", with the list of ids, padded to one
-// of idLists' lengths (several statements for more), and calls f for each
-// row. A padded list repeats its first id: IN matches a row once.
-func (s *Store) byIDs(ctx context.Context, q string, ids []int64, f func(*sql.Rows) error) error {
+// byIDs runs one of qs, with the list of ids padded to its length
+// (IDListSizes; several statements for more), and calls f for each row. A
+// padded list repeats its first id: IN matches a row once.
+func (s *Store) byIDs(ctx context.Context, qs *IDLists, ids []int64, f func(*sql.Rows) error) error {
 	for len(ids) > 0 {
-		size := idLists[len(idLists)-1]
-		for _, n := range idLists {
+		i := len(IDListSizes) - 1
+		for j, n := range IDListSizes {
 			if n >= len(ids) {
-				size = n
+				i = j
 				break
 			}
 		}
+		size := IDListSizes[i]
 		part := ids[:min(len(ids), size)]
 		ids = ids[len(part):]
 		args := make([]any, size)
@@ -314,7 +307,7 @@ func (s *Store) byIDs(ctx context.Context, q string, ids []int64, f func(*sql.Ro
 			}
 		}
 		err := func() error {
-			rows, err := s.readRows(ctx, q+"("+strings.Repeat("?, ", size-1)+"?)", args...)
+			rows, err := s.readRows(ctx, qs[i], args...)
 			if err != nil {
 				return err
 			}
