@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 
@@ -126,10 +127,11 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	}
 	var evs []*Event
 	var err error
+	var cut LogCursor // where a wide range's page stopped looking
 	if kr.Single() {
 		evs, err = s.keyLog(ctx, kr.Key, after, &sp)
 	} else {
-		evs, err = s.rangeLog(ctx, kr, after, &sp)
+		evs, cut, err = s.rangeLog(ctx, kr, after, &sp)
 	}
 	if err != nil {
 		return nil, err
@@ -137,10 +139,30 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	// Retention may remove rows between the two statements: the page then
 	// leaves out what it took, and the next one still starts after its span.
 	page.Events = withValues(evs)
-	if sp.more {
+	switch {
+	case sp.more:
 		page.More, page.Next = true, sp.last
+	case cut != (LogCursor{}):
+		page.More, page.Next = true, cut
 	}
 	return page, nil
+}
+
+// window is the row logScanRows rows after from in (rev, sub) order
+// (desc: before it, going down), read through the (rev, sub) index and
+// nothing else: a page that reads the log in revision order reads no
+// further, so that it walks a bounded number of rows whatever part of
+// them its range holds (ADR-036). ok is false when the log ends sooner.
+func (s *Store) window(ctx context.Context, from LogCursor, desc bool) (end LogCursor, ok bool, err error) {
+	text := s.sql.LogPage.Window
+	if desc {
+		text = s.sql.LogPage.WindowDesc
+	}
+	err = s.readRow(ctx, text, from.Rev, from.Sub, logScanRows-1).Scan(&end.Rev, &end.Sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LogCursor{}, false, nil
+	}
+	return end, err == nil, err
 }
 
 // logSpan is the part of the log a page covers: n changes, through last,
@@ -316,27 +338,47 @@ func (s *Store) isNarrow(ctx context.Context, kr KeyRange) (bool, error) {
 
 // rangeLog reads the page of the changes in kr after the cursor into sp.
 // A range that holds many changes is read through the log's (rev, sub)
-// index from the cursor on: a page reads the log between its first entry
-// and its last, not the range's history before it. A narrow one is read
-// through its keys' (key, rev) index, its rows sorted without their
-// values, which a second statement reads for the page's entries only.
-// Each entry's prev_kv is looked up, the page's only.
-func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) ([]*Event, error) {
+// index from the cursor on, and at most logScanRows rows of it (window):
+// a page reads the log between its first entry and its last, not the
+// range's history before it, nor more of the log than that when the range
+// holds little of it; a page that stops there without filling returns
+// where it stopped (cut). A narrow one is read through its keys' (key,
+// rev) index, its rows sorted without their values, which a second
+// statement reads for the page's entries only. Each entry's prev_kv is
+// looked up, the page's only.
+func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) (evs []*Event, cut LogCursor, err error) {
 	inline := s.inlineBytes()
 	pageSQL, valuesSQL := &s.sql.LogPage.Page, &s.sql.LogPage.Values
 	narrow, err := s.isNarrow(ctx, kr)
 	if err != nil {
-		return nil, err
+		return nil, cut, err
 	}
+	end, windowed := LogCursor{Rev: math.MaxInt64, Sub: math.MaxInt64}, false
 	if narrow {
 		// The rows are sorted: none carries a value but an empty one.
 		pageSQL, valuesSQL, inline = &s.sql.LogPage.PageByKey, &s.sql.LogPage.ValuesByKey, 0
+	} else if w, ok, err := s.window(ctx, after, false); err != nil {
+		return nil, cut, err
+	} else if ok {
+		end, windowed = w, true
 	}
+	if evs, err = s.rangePage(ctx, kr, after, end, sp, inline, pageSQL, valuesSQL); err != nil {
+		return nil, cut, err
+	}
+	if windowed && !sp.more {
+		cut = end
+	}
+	return evs, cut, nil
+}
+
+// rangePage is rangeLog's page of the changes in kr in (after, end] with
+// the statements given.
+func (s *Store) rangePage(ctx context.Context, kr KeyRange, after, end LogCursor, sp *logSpan, inline int, pageSQL, valuesSQL *Spans) ([]*Event, error) {
 	sl := s.newSlab()
 	var evs []*Event
 	var at []LogCursor // each entry's
-	err = func() error {
-		args := append(kr.args([]any{inline, inline, after.Rev, after.Sub}), sp.rows(1))
+	err := func() error {
+		args := append(kr.args([]any{inline, inline, after.Rev, after.Sub, end.Rev, end.Sub}), sp.rows(1))
 		rows, err := s.readRows(ctx, pageSQL.of(kr), args...)
 		if err != nil {
 			return err

@@ -10,9 +10,10 @@ import (
 )
 
 // logScanRows bounds the log rows one page of a filtered, descending or
-// end-bounded Log reads (LogQuery.Keep): a page whose filter keeps few of
-// them ends there, with fewer entries than its limit (none, maybe) and a
-// continue token, and the client pages on. It is History's largest page
+// end-bounded Log reads (LogQuery.Keep), and those a page of a wide range
+// walks in the log's order, in its range or not (window): a page whose
+// filter or range keeps few of them ends there, with fewer entries than
+// its limit (none, maybe) and a continue token, and the client pages on. It is History's largest page
 // (history.MaxLogLimit), so a filtered page costs at most what an
 // unfiltered page of the largest size already may: on SQLite about 30 ms
 // of row headers on two shared cores (BenchmarkLogScan), whatever the
@@ -53,6 +54,25 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 			lo = q.After
 		}
 	}
+	// A wide range is read in the log's order: the page reads at most
+	// logScanRows rows of the log, in its range or not (window).
+	var edge LogCursor // the window's last row, where it narrowed the page
+	if !q.Range.Single() && !narrow {
+		from := lo
+		if q.Descending {
+			from = hi
+		}
+		w, ok, err := s.window(ctx, from, q.Descending)
+		if err != nil {
+			return nil, fmt.Errorf("log: find the page's window: %w", err)
+		}
+		switch {
+		case ok && q.Descending && lo.before(LogCursor{Rev: w.Rev, Sub: w.Sub - 1}):
+			lo, edge = LogCursor{Rev: w.Rev, Sub: w.Sub - 1}, w
+		case ok && !q.Descending && (LogCursor{Rev: w.Rev, Sub: w.Sub + 1}).before(hi):
+			hi, edge = LogCursor{Rev: w.Rev, Sub: w.Sub + 1}, w
+		}
+	}
 	keep := q.Keep
 	if keep == nil {
 		keep = func([]byte, int64) Verdict { return Take }
@@ -84,6 +104,10 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 		// The scan stopped at its bound: the next page goes on after the
 		// last row it read, kept or not.
 		page.More, page.Next = true, last
+	case edge != (LogCursor{}):
+		// The scan read its window to the end: the next page goes on
+		// after it.
+		page.More, page.Next = true, edge
 	}
 	if page.Events, err = s.readEntries(ctx, taken); err != nil {
 		return nil, fmt.Errorf("log: read the page's values: %w", err)

@@ -361,3 +361,58 @@ func TestLogKeepChecksEachKeysFloor(t *testing.T) {
 		}
 	})
 }
+
+// A page of a wide range read in the log's order walks at most the scan
+// bound's rows of the log, in its range or not: a range whose changes lie
+// beyond that many rows of others gets empty pages with continue tokens
+// until it reaches them, in either order, with a filter or without; the
+// pages together list exactly the range's changes.
+func TestLogWideRangeWalksABoundedWindow(t *testing.T) {
+	onBackends(t, mvcc.Options{}, func(t *testing.T, s *mvcc.Store) {
+		defer mvcc.SetNarrowRange(4)()
+		defer mvcc.SetScanBounds(20, 20)()
+		for i := range 10 {
+			put(t, s, fmt.Sprintf("/w/sparse/%d", i), []byte("early"))
+		}
+		for i := range 60 {
+			put(t, s, fmt.Sprintf("/w/busy/%d", i%7), []byte("x"))
+		}
+		for i := range 10 {
+			put(t, s, fmt.Sprintf("/w/sparse/%d", i), []byte("late"))
+		}
+		kr := mvcc.PrefixRange([]byte("/w/sparse/"))
+		want, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }})
+		if len(want) != 20 {
+			t.Fatalf("%d changes of the sparse range, want 20", len(want))
+		}
+		for _, tc := range []struct {
+			name string
+			q    mvcc.LogQuery
+		}{
+			{"in order", mvcc.LogQuery{Range: kr, Limit: 1000}},
+			{"newest first", mvcc.LogQuery{Range: kr, Limit: 1000, Descending: true}},
+			{"filtered", mvcc.LogQuery{Range: kr, Limit: 1000, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }}},
+		} {
+			q := tc.q
+			q.After = mvcc.LogCursor{Rev: want[9].Rev()}
+			if q.Descending {
+				q.After = mvcc.LogCursor{Rev: want[10].Rev()}
+			}
+			page, err := s.Log(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Events) != 0 || !page.More {
+				t.Errorf("%s: the page after the first ten has %d entries (more %v); want none within 20 rows of the busy keys, and more", tc.name, len(page.Events), page.More)
+			}
+			got, pages := allPages(t, s, tc.q)
+			if tc.q.Descending {
+				slices.Reverse(got)
+			}
+			sameEvents(t, tc.name, got, want)
+			if pages < 80/20 {
+				t.Errorf("%s: %d pages over 80 rows, want at least %d of at most 20 rows each", tc.name, pages, 80/20)
+			}
+		}
+	})
+}

@@ -258,14 +258,21 @@ type LogPageSQL struct {
 	// Narrow: how many log rows a range holds, counted up to a bound.
 	// Args: key range, bound. Columns: a count.
 	Narrow Spans
-	// Page reads a range's rows after a cursor, in (rev, sub) order, each
-	// with its prev_kv's; values and prev values of more than inline
-	// bytes are NULL. ByKey reads them through the (key, rev) index (a
-	// narrow range), Page through (rev, sub). Args: inline, inline, rev,
-	// sub, key range, limit. Columns: rev, sub, key, size, value,
-	// create_rev, version, lease, deleted, unix_ms, then prev's rev, size,
-	// value, create_rev, version, lease, deleted.
+	// Page reads a range's rows after a cursor and up to another (both in
+	// (rev, sub) order, the second inclusive), in that order, each with
+	// its prev_kv's; values and prev values of more than inline bytes are
+	// NULL. ByKey reads them through the (key, rev) index (a narrow
+	// range), Page through (rev, sub). Args: inline, inline, rev, sub,
+	// end rev, end sub, key range, limit. Columns: rev, sub, key, size,
+	// value, create_rev, version, lease, deleted, unix_ms, then prev's
+	// rev, size, value, create_rev, version, lease, deleted.
 	Page, PageByKey Spans
+	// Window is the row a number of rows after a cursor in (rev, sub)
+	// order (Desc: before it, in reverse order), through the (rev, sub)
+	// index and reading nothing else: where a page that reads the log in
+	// revision order stops. Args: rev, sub, rows. Columns: rev, sub (no
+	// row: the log ends sooner).
+	Window, WindowDesc string
 	// Values reads the values and prev values of more than inline bytes
 	// of a range's rows in [(rev, sub), (rev, sub)]. Args: inline, inline,
 	// rev, sub, rev, sub, key range. Columns: rev, sub, value, prev value.

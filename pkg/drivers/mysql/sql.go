@@ -136,6 +136,8 @@ var statements = mvcc.Statements{
 		}),
 		Page:           generic.Spans(func(k mvcc.KeyShape) string { return logPage(logByRev, k) }),
 		PageByKey:      generic.Spans(func(k mvcc.KeyShape) string { return logPage(logByKey, k) }),
+		Window:         `SELECT l.rev, l.sub FROM ` + logByRev + ` WHERE (l.rev, l.sub) > (?, ?) ORDER BY l.rev, l.sub LIMIT 1 OFFSET ?`,
+		WindowDesc:     `SELECT l.rev, l.sub FROM ` + logByRev + ` WHERE (l.rev, l.sub) < (?, ?) ORDER BY l.rev DESC, l.sub DESC LIMIT 1 OFFSET ?`,
 		Values:         generic.Spans(func(k mvcc.KeyShape) string { return logValues(logByRev, k) }),
 		ValuesByKey:    generic.Spans(func(k mvcc.KeyShape) string { return logValues(logByKey, k) }),
 		KeyHeads:       keyHeads(""),
@@ -242,7 +244,7 @@ func logPage(from string, k mvcc.KeyShape) string {
 			p.rev, COALESCE(octet_length(p.value), 0), CASE WHEN octet_length(p.value) <= ? THEN p.value END,
 			p.create_rev, p.version, p.lease, p.deleted
 		FROM ` + from + ` ` + prevJoin + `
-		WHERE (l.rev, l.sub) > (?, ?) AND ` + generic.KeyCond("l.key", k) + ` ORDER BY l.rev, l.sub LIMIT ?`
+		WHERE (l.rev, l.sub) > (?, ?) AND (l.rev, l.sub) <= (?, ?) AND ` + generic.KeyCond("l.key", k) + ` ORDER BY l.rev, l.sub LIMIT ?`
 }
 
 // logValues is LogPageSQL's Values through from.

@@ -161,6 +161,8 @@ var statements = mvcc.Statements{
 		// same statement.
 		Page:           generic.Spans(logPage),
 		PageByKey:      generic.Spans(logPage),
+		Window:         `SELECT l.rev, l.sub FROM log AS l WHERE (l.rev, l.sub) > ($1, $2) ORDER BY l.rev, l.sub LIMIT 1 OFFSET $3`,
+		WindowDesc:     `SELECT l.rev, l.sub FROM log AS l WHERE (l.rev, l.sub) < ($1, $2) ORDER BY l.rev DESC, l.sub DESC LIMIT 1 OFFSET $3`,
 		Values:         generic.Spans(logValues),
 		ValuesByKey:    generic.Spans(logValues),
 		KeyHeads:       keyHeads(""),
@@ -283,7 +285,7 @@ func list(cols, changedCols string) mvcc.ListSQL {
 func logPage(k mvcc.KeyShape) string {
 	var p params
 	inline, prevInline := p.next(), p.next()
-	where := `(l.rev, l.sub) > (` + p.next() + `, ` + p.next() + `) AND ` + p.keys("l.key", k)
+	where := `(l.rev, l.sub) > (` + p.next() + `, ` + p.next() + `) AND (l.rev, l.sub) <= (` + p.next() + `, ` + p.next() + `) AND ` + p.keys("l.key", k)
 	return `SELECT l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ` + inline + ` THEN l.value END,
 			l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
 			p.rev, COALESCE(octet_length(p.value), 0), CASE WHEN octet_length(p.value) <= ` + prevInline + ` THEN p.value END,
