@@ -280,13 +280,17 @@ func (s *Service) LogWithin(ctx context.Context, r *historypb.Request, b Bounds)
 		}
 		from = rev
 	}
-	if from, err = b.logFrom(from); err != nil {
+	raised, err := b.logFrom(from)
+	if err != nil {
 		return nil, err
 	}
-	if from > s.store.Rev() {
-		// Nothing is left to list (a bound past every change): an empty
-		// page, as a window with no change is.
-		return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
+	if raised != from {
+		if raised > s.store.Rev() {
+			// The bounds leave nothing to list: an empty page, as a
+			// window with no change is.
+			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
+		}
+		from = raised
 	}
 	to := r.EndRevision
 	if r.EndUnixMs != 0 {

@@ -351,7 +351,6 @@ func TestContinueBoundToRequest(t *testing.T) {
 		"key":          func(r *historypb.Request) { r.Key = []byte("/registry/secrets/") },
 		"range_end":    func(r *historypb.Request) { r.RangeEnd = []byte{0} },
 		"revision":     func(r *historypb.Request) { r.Revision = 4 },
-		"unix_ms":      func(r *historypb.Request) { r.Revision, r.UnixMs = 0, 1700000000000 },
 		"end_revision": func(r *historypb.Request) { r.EndRevision = 9 },
 		"descending":   func(r *historypb.Request) { r.Descending = true },
 	}
@@ -366,6 +365,18 @@ func TestContinueBoundToRequest(t *testing.T) {
 	gr, err := s.GetWithin(ctx, proto.CloneOf(base), Bounds{Scope: "alice"})
 	if err != nil || gr.Continue == "" {
 		t.Fatalf("get: %v %v", gr, err)
+	}
+	// A Log's token is bound to its window; a range Get's carries its
+	// revision, and any later page reads it (one naming another is
+	// refused, below).
+	r := proto.CloneOf(base)
+	r.Revision, r.UnixMs, r.Continue = 0, 1700000000000, lr.Continue
+	if _, err := s.LogWithin(ctx, r, Bounds{Scope: "alice"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("log: token taken for a request from a time: %v", err)
+	}
+	r.Revision, r.UnixMs, r.Continue = 0, 0, gr.Continue
+	if _, err := s.GetWithin(ctx, r, Bounds{Scope: "alice"}); err != nil {
+		t.Errorf("get: a later page without the revision refused: %v", err)
 	}
 	for name, tok := range map[string]string{"log": lr.Continue, "get": gr.Continue} {
 		call := func(r *historypb.Request, scope string) error {
@@ -411,7 +422,7 @@ func TestContinueBoundToRequest(t *testing.T) {
 			t.Errorf("range token at %s: %v after asking the store %q, want InvalidArgument before it", pos, err, f.calls)
 		}
 	}
-	r := proto.CloneOf(base)
+	r = proto.CloneOf(base)
 	r.Continue = "11.0." + binding("log", r, "alice")
 	if _, err := s.LogWithin(ctx, r, Bounds{Scope: "alice"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("log token past the store's revision: %v, want InvalidArgument", err)

@@ -14,8 +14,9 @@ import (
 
 // Continue tokens name where a page stopped, and the request the page
 // answered: a token is valid only with the request it was made for (its
-// key, range, revision or time, end, order, and the caller's scope), and
-// its position only inside that request's range (ADR-036).
+// key, range, revision or time, end, order, and the caller's scope; a
+// range Get's carries its revision itself), and its position only inside
+// that request's range (ADR-036).
 //
 //	Log:        REV.SUB.BINDING          (descending: REV.SUB.desc.BINDING)
 //	Get range:  REV/KEY.BINDING          KEY base64url, the last key the page read
@@ -36,8 +37,13 @@ const bindingBytes = 12
 // binding is the digest of what a page of r answers, for method ("log",
 // "get") and the caller's scope (Bounds.Scope): every field that decides
 // which entries the listing holds, but its limit, which a client may
-// change from page to page.
+// change from page to page, and a range Get's revision and time, which
+// its token carries itself (every page reads the revision of the first,
+// whatever a later request says of it).
 func binding(method string, r *historypb.Request, scope string) string {
+	if method == "get" {
+		r = &historypb.Request{Key: r.Key, RangeEnd: r.RangeEnd}
+	}
 	h := sha256.New()
 	field := func(b []byte) {
 		var n [binary.MaxVarintLen64]byte
