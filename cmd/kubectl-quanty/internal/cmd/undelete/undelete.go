@@ -25,9 +25,11 @@ const (
 since, as it was then, with its old uid: RBAC, ServiceAccounts, ConfigMaps
 and Secrets first, then the rest, workloads and Pods last, so that what
 each one refers to is back before the controllers and kubelets act on it.
-Like every restore, the objects are written to the datastore, not through
-kube-apiserver: its admission (webhooks, quotas, Pod Security) never sees
-them, and they come back exactly as they were stored.
+Like every restore, each object is written to the datastore only after
+kube-apiserver has accepted the same write from you as a dry run: RBAC,
+validation and admission (webhooks, Pod Security, quotas) judge it, and
+one they refuse is named with their reason and not written. What is
+written is the object exactly as it was stored, old uid included.
 
 Objects a controller recreates by itself are skipped, and named: anything
 with a controller owner (a ReplicaSet of a Deployment, the Pods of a
