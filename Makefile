@@ -20,12 +20,14 @@ ENDPOINT    ?= sqlite://./db/state.db
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
 
-# The kubectl plugin (docs/KUBECTL-QUANTY.md): put bin/ on PATH, then
-# kubectl quanty --help. Without cgo, as make dist builds it: with cgo,
-# the plugin package kustomize imports (through cli-runtime) makes the
-# linker keep every method, and the binary grows by half (ADR-024).
+# The kubectl plugin (docs/KUBECTL-QUANTY.md), and kubectl_complete-quanty,
+# its shell completion through kubectl: put bin/ on PATH, then kubectl
+# quanty --help. Without cgo, as make dist builds it: with cgo, the plugin
+# package kustomize imports (through cli-runtime) makes the linker keep
+# every method, and the binary grows by half (ADR-024).
 kubectl-quanty:
 	cd $(PLUGIN) && CGO_ENABLED=0 $(GO) build -o $(CURDIR)/bin/kubectl-quanty .
+	cp $(PLUGIN)/kubectl_complete-quanty bin/
 
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)

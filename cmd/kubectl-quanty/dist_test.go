@@ -25,7 +25,8 @@ printf '%s\n' "$args" >"$out"
 // make dist, run on a copy of its inputs in a repository of its own with
 // a go that records what it is asked to build: both binaries get the
 // version, which is semantic without a tag too, kubectl-quanty built in
-// its own module; every archive carries LICENSE; a release without one is
+// its own module; every archive carries LICENSE, kubectl-quanty's
+// kubectl_complete-quanty but on Windows; a release without LICENSE is
 // refused, naming it.
 func TestDistScript(t *testing.T) {
 	for _, tool := range []string{"bash", "git", "tar", "gzip", "sha256sum"} {
@@ -34,7 +35,7 @@ func TestDistScript(t *testing.T) {
 		}
 	}
 	repo, bin := t.TempDir(), t.TempDir()
-	for _, f := range []string{"scripts/dist.sh", "plugins/quanty.yaml"} {
+	for _, f := range []string{"scripts/dist.sh", "plugins/quanty.yaml", "cmd/kubectl-quanty/kubectl_complete-quanty"} {
 		b, err := os.ReadFile(filepath.Join("../..", f))
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func TestDistScript(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(repo, filepath.Dir(f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(repo, f), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(repo, f), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,6 +104,8 @@ func TestDistScript(t *testing.T) {
 				want := append([]string{cmd}, files...)
 				if p == "windows_arm64" {
 					want[0] += ".exe"
+				} else if cmd == "kubectl-quanty" {
+					want = append(want, "kubectl_complete-quanty")
 				}
 				slices.Sort(want)
 				if slices.Sort(got); !slices.Equal(got, want) {

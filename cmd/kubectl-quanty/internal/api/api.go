@@ -65,20 +65,30 @@ func (h *History) Read(ctx context.Context, resource string, req *historypb.Requ
 
 // Log is every entry of the Log of req, read page by page.
 func (h *History) Log(ctx context.Context, req *historypb.Request) ([]*historypb.LogEntry, error) {
+	all, more, err := h.LogPages(ctx, req, MaxPages)
+	if err == nil && more {
+		err = fmt.Errorf("the log of %q did not end after %d pages", req.Key, MaxPages)
+	}
+	return all, err
+}
+
+// LogPages is the entries of the first pages (at most) of the Log of req,
+// and whether there are more.
+func (h *History) LogPages(ctx context.Context, req *historypb.Request, pages int) ([]*historypb.LogEntry, bool, error) {
 	req = proto.CloneOf(req)
 	var all []*historypb.LogEntry
-	for range MaxPages {
+	for range pages {
 		var resp historypb.LogResponse
 		if err := h.Read(ctx, "logs", req, nil, &resp); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		all = append(all, resp.Entries...)
 		if resp.Continue == "" {
-			return all, nil
+			return all, false, nil
 		}
 		req.Continue = resp.Continue
 	}
-	return nil, fmt.Errorf("the log of %q did not end after %d pages", req.Key, MaxPages)
+	return all, true, nil
 }
 
 // Get is one Get: a key, or one page of a range.

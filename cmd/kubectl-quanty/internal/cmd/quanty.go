@@ -38,7 +38,8 @@ TIME is RFC 3339 (2026-05-01T12:00:00Z), a local date-time
 (2026-05-01 14:00), "now", or relative to now: -15m, -2h, -1d.
 `
 
-// NewCmdQuanty is kubectl quanty: the history commands and version. Everything it prints goes through a terminal.Screen.
+// NewCmdQuanty is kubectl quanty: the history commands, completion and
+// version. Everything it prints goes through a terminal.Screen.
 func NewCmdQuanty(f *util.Factory, streams genericiooptions.IOStreams, version string) *cobra.Command {
 	streams.Out, streams.ErrOut = terminal.NewScreen(streams.Out), terminal.NewScreen(streams.ErrOut)
 	root := &cobra.Command{
@@ -81,7 +82,8 @@ func NewCmdQuanty(f *util.Factory, streams genericiooptions.IOStreams, version s
 			return err
 		},
 	})
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's completion command: bash, zsh, fish, powershell.
+	root.InitDefaultCompletionCmd()
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
 		if cmd == root {
 			fmt.Fprint(cmd.OutOrStdout(), overviewOf(root))
@@ -131,6 +133,7 @@ func overviewOf(root *cobra.Command) string {
 		}
 	}
 	b.WriteString("\nRun 'kubectl quanty COMMAND --help' for a command's flags and more examples,\n" +
+		"'kubectl quanty completion --help' for shell completion (kubectl quanty <TAB>: docs/KUBECTL-QUANTY.md),\n" +
 		"'kubectl quanty version' for the version.\n")
 	return b.String()
 }

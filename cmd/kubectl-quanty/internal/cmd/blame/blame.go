@@ -65,10 +65,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdBlame(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "blame TYPE/NAME [-n NS] [--rev N | --at TIME] [--show-secrets] [-o text|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "blame TYPE/NAME [-n NS] [--rev N | --at TIME] [--show-secrets] [-o text|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteObject(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

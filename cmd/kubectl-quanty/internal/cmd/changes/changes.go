@@ -85,10 +85,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdChanges(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "changes [TYPE[,TYPE...]] [-n NS | -A] [--since TIME] [--until TIME] [-l SELECTOR] [--reverse] [--limit N] [-w] [-o wide|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "changes [TYPE[,TYPE...]] [-n NS | -A] [--since TIME] [--until TIME] [-l SELECTOR] [--reverse] [--limit N] [-w] [-o wide|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteTypes(f, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

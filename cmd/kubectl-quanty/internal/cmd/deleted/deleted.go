@@ -63,10 +63,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdDeleted(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "deleted [TYPE] [-n NS | -A] [--since TIME] [-o table|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "deleted [TYPE] [-n NS | -A] [--since TIME] [-o table|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteTypes(f, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

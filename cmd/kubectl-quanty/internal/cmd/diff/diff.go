@@ -73,11 +73,12 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdDiff(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:         "diff TYPE/NAME [-n NS] [--rev A | --at T1] [--rev B | --at T2] [--show-secrets]",
-		Short:       short,
-		Long:        long,
-		Example:     examples,
-		Annotations: map[string]string{util.ErrorStatusAnnotation: "2"},
+		Use:               "diff TYPE/NAME [-n NS] [--rev A | --at T1] [--rev B | --at T2] [--show-secrets]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		Annotations:       map[string]string{util.ErrorStatusAnnotation: "2"},
+		ValidArgsFunction: util.CompleteObject(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

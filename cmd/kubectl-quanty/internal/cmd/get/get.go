@@ -84,10 +84,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdGet(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "get (TYPE/NAME | TYPE [-A] [-l SELECTOR]) (--rev N | --at TIME) [-n NS] [-o wide|yaml|json|name] [--show-secrets]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "get (TYPE/NAME | TYPE [-A] [-l SELECTOR]) (--rev N | --at TIME) [-n NS] [-o wide|yaml|json|name] [--show-secrets]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteObjectOrType(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err
@@ -107,6 +108,7 @@ func NewCmdGet(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "with TYPE alone: every namespace")
 	fs.StringVarP(&o.Selector, "selector", "l", "", "with TYPE alone: only objects whose labels matched (as kubectl -l) then")
 	fs.StringVarP(&o.Output.Format, "output", "o", "", "output format: yaml, json, name (default yaml); for a TYPE alone, wide too (default a table)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json", "name", "wide"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -63,10 +63,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdLog(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "log TYPE/NAME [-n NS] [--since TIME] [--until TIME] [--limit N] [--reverse] [-o table|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "log TYPE/NAME [-n NS] [--since TIME] [--until TIME] [--limit N] [--reverse] [-o table|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteObject(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

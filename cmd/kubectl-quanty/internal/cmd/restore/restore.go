@@ -83,10 +83,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdRestore(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "restore TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [--with-owners] [--show-secrets] [-o text|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "restore TYPE/NAME (--rev N | --at TIME) [-n NS] [--dry-run] [--yes] [--with-owners] [--show-secrets] [-o text|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteObject(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

@@ -84,10 +84,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdRevert(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "revert -n NS (--since TIME | --to-rev N) [TYPE[,TYPE...]...] [-l SELECTOR] [--dry-run] [--diff] [--yes] [--show-secrets] [-o text|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "revert -n NS (--since TIME | --to-rev N) [TYPE[,TYPE...]...] [-l SELECTOR] [--dry-run] [--diff] [--yes] [--show-secrets] [-o text|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteTypes(f, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

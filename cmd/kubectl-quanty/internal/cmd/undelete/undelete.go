@@ -75,10 +75,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdUndelete(f *util.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
 	cmd := &cobra.Command{
-		Use:     "undelete namespace NAME [--at TIME] [--dry-run] [--yes] [-o text|json|yaml]",
-		Short:   short,
-		Long:    long,
-		Example: examples,
+		Use:               "undelete namespace NAME [--at TIME] [--dry-run] [--yes] [-o text|json|yaml]",
+		Short:             short,
+		Long:              long,
+		Example:           examples,
+		ValidArgsFunction: util.CompleteDeletedNamespace(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

@@ -68,10 +68,12 @@ type Output struct {
 	Formats []string
 }
 
-// AddOutputFlag registers -o with formats, the first the default.
+// AddOutputFlag registers -o with formats, the first the default; the
+// shell completes them.
 func AddOutputFlag(cmd *cobra.Command, formats ...string) *Output {
 	o := &Output{Formats: formats}
 	cmd.Flags().StringVarP(&o.Format, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
 	return o
 }
 

@@ -12,8 +12,9 @@ import (
 )
 
 // SetupRoot makes root the root of the commands, printing on streams:
-// kubectl's global flags on every command (ADR-024) and --etcd-prefix;
-// errors are Execute's to print.
+// kubectl's global flags on every command (ADR-024) and --etcd-prefix,
+// the shell completing -n with the namespaces; errors are Execute's to
+// print.
 func SetupRoot(root *cobra.Command, f *Factory, streams genericiooptions.IOStreams) {
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
@@ -22,6 +23,7 @@ func SetupRoot(root *cobra.Command, f *Factory, streams genericiooptions.IOStrea
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &flagError{cmd: c, err: err} })
 	root.PersistentFlags().AddFlagSet(f.KubectlFlags)
 	root.PersistentFlags().StringVar(&f.EtcdPrefix, "etcd-prefix", f.EtcdPrefix, "kube-apiserver's --etcd-prefix, under which it stores objects")
+	_ = root.RegisterFlagCompletionFunc("namespace", CompleteNamespace(f))
 }
 
 // flagError is a command line that does not parse.
