@@ -43,9 +43,11 @@ run: build
 # /usr/lib/postgresql/15/bin, else a loud skip; MariaDB likewise
 # QUANTY_TEST_MYSQL_DSN, else a throwaway Debian mariadb-server. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
-# any skipped test. The nested modules' own tests (the kubectl plugin's,
-# with the kubectl in $$KUBECTL or on PATH; the recorder and checks,
-# lazyfs, the harness, testcheck itself) run after this module's.
+# any skipped test. This module's include test/modgraph: what a program
+# embedding pkg/endpoint inherits. The nested modules' own tests (the
+# kubectl plugin's, with the kubectl in $$KUBECTL or on PATH; the recorder
+# and checks, lazyfs, the harness, testcheck itself) run after this
+# module's.
 test: lint testcheck
 	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
 	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
