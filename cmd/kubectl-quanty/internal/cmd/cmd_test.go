@@ -339,12 +339,19 @@ func TestHelpShowsExamples(t *testing.T) {
 			t.Errorf("--help has no line or example for %s:\n%s", name, out)
 		}
 	}
+	// In the order the docs list them, log first.
+	if !cmdtesting.HasLine(`(?s)Commands:\n  log .*\n  get .*\n  diff .*\n  restore .*\n  deleted .*\n  undelete .*\n  blame .*\n  revert .*\n  changes `, out) {
+		t.Errorf("--help lists the commands in another order:\n%s", out)
+	}
 	if code, alone, _ := c.Run(""); code != 1 || alone != out {
 		t.Errorf("kubectl quanty alone: exit %d, printed:\n%s", code, alone)
 	}
 	for _, name := range commands {
 		for _, args := range [][]string{{name, "--help"}, {"help", name}, {name, "-h"}} {
 			h := c.OK(args...)
+			if !strings.Contains(h, "Usage:\n  kubectl quanty "+name+" ") || strings.Contains(h, "[flags]") {
+				t.Errorf("%s has no usage line of its own:\n%s", args, h)
+			}
 			if n := len(regexp.MustCompile(`(?m)^  kubectl quanty `+name+` `).FindAllString(h, -1)); n < 2 {
 				t.Errorf("%s shows %d examples, want 2 or more:\n%s", args, n, h)
 			}

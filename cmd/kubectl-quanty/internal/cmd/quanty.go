@@ -42,6 +42,9 @@ TIME is RFC 3339 (2026-05-01T12:00:00Z), a local date-time
 // version. Everything it prints goes through a terminal.Screen.
 func NewCmdQuanty(f *util.Factory, streams genericiooptions.IOStreams, version string) *cobra.Command {
 	streams.Out, streams.ErrOut = terminal.NewScreen(streams.Out), terminal.NewScreen(streams.ErrOut)
+	// The commands in the order below (the overview's, and the
+	// completion's), as kubectl keeps its own.
+	cobra.EnableCommandSorting = false
 	root := &cobra.Command{
 		Use:   "kubectl-quanty",
 		Short: "The history of Kubernetes objects kept by QuantyKube, and undo",
@@ -170,7 +173,11 @@ func help(cmd *cobra.Command, f *util.Factory) string {
 	if cmd.Long != "" {
 		fmt.Fprintf(&b, "%s\n", cmd.Long)
 	}
-	fmt.Fprintf(&b, "Usage:\n  %s\n", cmd.UseLine())
+	use := cmd.Use
+	if cmd.HasParent() {
+		use = cmd.Parent().CommandPath() + " " + use
+	}
+	fmt.Fprintf(&b, "Usage:\n  %s\n", use)
 	if cmd.HasAvailableSubCommands() {
 		b.WriteString("\nCommands:\n")
 		for _, c := range cmd.Commands() {
