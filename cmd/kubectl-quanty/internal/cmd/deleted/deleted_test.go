@@ -15,6 +15,10 @@ import (
 // --since the recent ones; what the caller may not list is named.
 func TestDeleted(t *testing.T) {
 	c := cmdtesting.New(t, NewCmdDeleted)
+	// shop exists before what it holds: the aggregated API shows a
+	// namespace's history from its making on to a caller allowed in it
+	// alone (ADR-036).
+	c.Put("/registry/namespaces/shop", []byte("{}"))
 	a := cmdtesting.ConfigMap("shop", "a", "ua", nil)
 	ra := c.Put("/registry/configmaps/shop/a", cmdtesting.Encode(t, a))
 	a.Finalizers = []string{"example.com/keep"}
