@@ -51,7 +51,23 @@ func TestCompletionThroughKubectl(t *testing.T) {
 	c.Del("/registry/configmaps/shop/gone")
 	c.Put("/registry/configmaps/team/other", cmdtesting.Encode(t, cmdtesting.ConfigMap("team", "other", "u-other", nil)))
 
-	bin := t.TempDir()
+	// krew's layout after an install: the archive's files in the store,
+	// only kubectl-quanty linked into bin/ (which is on PATH).
+	krew := t.TempDir()
+	store := filepath.Join(krew, "store", "quanty", "v1.2.3")
+	bin := filepath.Join(krew, "bin")
+	for _, d := range []string{store, bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script, err := os.ReadFile("kubectl_complete-quanty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "kubectl_complete-quanty"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(framework.Command(t, "kubectl-quanty"), filepath.Join(bin, "kubectl-quanty")); err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +75,13 @@ func TestCompletionThroughKubectl(t *testing.T) {
 	if got, _ := completions(t, "quanty", ""); slices.Contains(got, "log") {
 		t.Fatalf("without kubectl_complete-quanty, kubectl completed the plugin's commands: %q", got)
 	}
-	script, err := filepath.Abs("kubectl_complete-quanty")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(script, filepath.Join(bin, "kubectl_complete-quanty")); err != nil {
-		t.Fatal(err)
+	// Then the walk-through's own lines put the script on PATH.
+	for _, line := range installLines(t) {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Env = append(os.Environ(), "KREW_ROOT="+krew)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
 	}
 
 	for _, tc := range []struct {
@@ -96,6 +113,34 @@ func TestCompletionThroughKubectl(t *testing.T) {
 			t.Errorf("kubectl __complete %q = %q %s, want %q %s", tc.args, got, directive, tc.want, tc.directive)
 		}
 	}
+}
+
+// installLines are the command lines of the walk-through's shell blocks
+// (the steps that install, as against its sh blocks, which test/e2e runs
+// against a cluster).
+func installLines(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "KUBECTL-QUANTY.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	in := false
+	for line := range strings.Lines(string(doc)) {
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "```shell":
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in:
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("docs/KUBECTL-QUANTY.md shows no install step in a shell block")
+	}
+	return lines
 }
 
 // cobra's completion scripts, for the shells it supports: kubectl-quanty
