@@ -8,6 +8,9 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # test/robustness (etcd's robustness suite, which builds only against
 # etcd's API v3.6) imports nothing of it.
 TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/robustness test/ci/testcheck
+# The kubectl plugin is a module of its own for the same reason: cli-runtime,
+# cobra and kustomize stay out of this module's graph (ADR-040).
+PLUGIN       = cmd/kubectl-quanty
 # testcheck runs go test in each of them: built once, as go run cannot
 # reach across modules.
 TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
@@ -19,12 +22,14 @@ ENDPOINT    ?= sqlite://./db/state.db
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
 
-# The kubectl plugin (docs/KUBECTL-QUANTY.md): put bin/ on PATH, then
-# kubectl quanty --help. Without cgo, as make dist builds it: with cgo,
-# the plugin package kustomize imports (through cli-runtime) makes the
-# linker keep every method, and the binary grows by half (ADR-024).
+# The kubectl plugin (docs/KUBECTL-QUANTY.md), and kubectl_complete-quanty,
+# its shell completion through kubectl: put bin/ on PATH, then kubectl
+# quanty --help. Without cgo, as make dist builds it: with cgo, the plugin
+# package kustomize imports (through cli-runtime) makes the linker keep
+# every method, and the binary grows by half (ADR-024).
 kubectl-quanty:
-	CGO_ENABLED=0 $(GO) build -o bin/kubectl-quanty ./cmd/kubectl-quanty
+	cd $(PLUGIN) && CGO_ENABLED=0 $(GO) build -o $(CURDIR)/bin/kubectl-quanty .
+	cp $(PLUGIN)/kubectl_complete-quanty bin/
 
 run: build
 	./bin/quantykube serve --listen-address $(LISTEN) --endpoint $(ENDPOINT)
@@ -40,23 +45,27 @@ run: build
 # /usr/lib/postgresql/15/bin, else a loud skip; MariaDB likewise
 # QUANTY_TEST_MYSQL_DSN, else a throwaway Debian mariadb-server. test/ci/testcheck runs
 # go test -json and fails on any failure, build failure or, under CI=true,
-# any skipped test. The tool modules' own tests (the recorder and checks,
-# lazyfs, the harness, testcheck itself) run after this module's.
+# any skipped test. This module's include test/modgraph: what a program
+# embedding pkg/endpoint inherits. The nested modules' own tests (the
+# kubectl plugin's, with the kubectl in $$KUBECTL or on PATH; the recorder
+# and checks, lazyfs, the harness, testcheck itself) run after this
+# module's.
 test: lint testcheck
 	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
-	@for m in test/linearizability test/lazyfs test/bench test/robustness test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
+	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/robustness test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
 
 testcheck:
 	@mkdir -p $(dir $(TESTCHECK)) && cd test/ci/testcheck && $(GO) build -o $(TESTCHECK) .
 
-# The nested modules (test/conformance, test/e2e and the tool modules)
-# replace this module with ../..: their go.mod must follow ours, or they
-# stop building.
+# The nested modules (the plugin, test/conformance, test/e2e and the tool
+# modules) replace this module with ../..: their go.mod must follow ours,
+# or they stop building.
 lint:
 	@test -z "$$(gofmt -l cmd pkg test deploy)" || { echo "gofmt needed:"; gofmt -l cmd pkg test deploy; exit 1; }
-	@for m in . test/conformance test/e2e $(TOOL_MODULES); do (cd $$m && GOFLAGS= $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
+	@for m in . $(PLUGIN) test/conformance test/e2e $(TOOL_MODULES); do (cd $$m && GOFLAGS= $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy: cd $$m && go mod tidy"; exit 1; }; done
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd $(PLUGIN) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	@for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet -tags chaos ./... && $(GO) run $(STATICCHECK) -tags chaos ./...) || exit 1; done
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
@@ -115,10 +124,10 @@ dist:
 # What CI checks of make dist, within its time: kubectl-quanty compiles for
 # Windows, the platform whose paths and terminal differ most from Linux
 # (both binaries on every platform would take CI too long cold; make dist
-# builds them all; the krew manifest's own checks are a unit test of
-# cmd/kubectl-quanty).
+# builds them all; the krew manifest's and scripts/dist.sh's own checks are
+# unit tests of cmd/kubectl-quanty).
 dist-check:
-	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/kubectl-quanty
+	cd $(PLUGIN) && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null .
 
 ci: proto-check dist-check test conformance e2e chaos
 
@@ -159,6 +168,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 100000x ./pkg/history
 	$(GO) test -run '^$$' -fuzz '^FuzzContinue$$' -fuzztime 100000x ./pkg/history
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime 20000x ./pkg/apiagg
+	$(GO) test -run '^$$' -fuzz '^FuzzChangesFilter$$' -fuzztime 20000x ./pkg/apiagg
 	$(GO) test -run '^$$' -fuzz '^FuzzBody$$' -fuzztime 100000x ./pkg/apiagg
 
 # Side-by-side benchmark: QuantyKube, kine v0.17.5 and etcd v3.6 (SQLite and

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make dist: kubectl-quanty and quantykube for linux, darwin and windows on
 # amd64 and arm64, as release archives in dist/ (one binary each, the way
-# krew unpacks them), and the krew manifest plugins/quanty.yaml filled in
-# with the version, the archives' addresses and their sha256 as
-# dist/quanty.yaml.
+# krew unpacks them; kubectl-quanty's with kubectl_complete-quanty, its
+# completion through kubectl, but on windows), and the krew manifest
+# plugins/quanty.yaml filled in with the version, the archives' addresses
+# and their sha256 as dist/quanty.yaml. kubectl-quanty is a module of its
+# own (ADR-040), built in cmd/kubectl-quanty.
 #
 # VERSION names the release (default: the tag at HEAD, else
 # v0.0.0-g<commit>, since krew wants a semantic version: the g keeps it one
@@ -18,6 +20,7 @@
 # says it is missing and goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 GO=${GO:-go}
 tag=$(git describe --tags --exact-match 2>/dev/null || true)
 release=
@@ -49,6 +52,8 @@ archive() {
 	shift 2
 	tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$@" | gzip -n >"$tgz"
 }
+# build ARGS: go build for $os/$arch, as released.
+build() { GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=$VERSION" "$@"; }
 # The template without its opening comment, which is about the template.
 manifest=$(sed '1,/^apiVersion:/{/^#/d}' plugins/quanty.yaml)
 for p in $PLATFORMS; do
@@ -57,12 +62,18 @@ for p in $PLATFORMS; do
 	dir=$OUT/${os}_${arch}
 	mkdir -p "$dir"
 	echo "== $os/$arch"
-	for cmd in kubectl-quanty quantykube; do
-		GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$dir/$cmd$ext" ./cmd/$cmd
-	done
+	build -o "$dir/quantykube$ext" ./cmd/quantykube
+	(cd cmd/kubectl-quanty && build -o "$ROOT/$dir/kubectl-quanty$ext" .)
 	[ -z "$license" ] || cp "$license" "$dir/"
-	# $license unquoted: no argument at all when there is none.
-	archive "$dir" "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz" "kubectl-quanty$ext" $license
+	# kubectl runs kubectl_complete-quanty, a shell script, to complete
+	# kubectl quanty; Windows has no sh to run it.
+	complete=
+	if [ "$os" != windows ]; then
+		cp cmd/kubectl-quanty/kubectl_complete-quanty "$dir/"
+		complete=kubectl_complete-quanty
+	fi
+	# $license and $complete unquoted: no argument at all when empty.
+	archive "$dir" "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz" "kubectl-quanty$ext" $complete $license
 	archive "$dir" "$OUT/quantykube_${VERSION}_${os}_${arch}.tar.gz" "quantykube$ext" $license
 	sum=$(sha256sum "$OUT/kubectl-quanty_${VERSION}_${os}_${arch}.tar.gz" | cut -d' ' -f1)
 	manifest=${manifest//@SHA256_${os}_${arch}@/$sum}

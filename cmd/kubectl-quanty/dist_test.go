@@ -12,9 +12,9 @@ import (
 )
 
 // fakeGo is a go command for scripts/dist.sh that builds nothing: the
-// "binary" it writes is its own command line.
+// "binary" it writes is its directory and its command line.
 const fakeGo = `#!/bin/sh
-args="$*"
+args="$PWD: $*"
 while [ $# -gt 0 ]; do
 	[ "$1" = -o ] && out=$2
 	shift
@@ -24,8 +24,10 @@ printf '%s\n' "$args" >"$out"
 
 // make dist, run on a copy of its inputs in a repository of its own with
 // a go that records what it is asked to build: both binaries get the
-// version, which is semantic without a tag too; every archive carries
-// LICENSE; a release without one is refused, naming it.
+// version, which is semantic without a tag too, kubectl-quanty built in
+// its own module; every archive carries LICENSE, kubectl-quanty's
+// kubectl_complete-quanty but on Windows; a release without LICENSE is
+// refused, naming it.
 func TestDistScript(t *testing.T) {
 	for _, tool := range []string{"bash", "git", "tar", "gzip", "sha256sum"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -33,7 +35,7 @@ func TestDistScript(t *testing.T) {
 		}
 	}
 	repo, bin := t.TempDir(), t.TempDir()
-	for _, f := range []string{"scripts/dist.sh", "plugins/quanty.yaml"} {
+	for _, f := range []string{"scripts/dist.sh", "plugins/quanty.yaml", "cmd/kubectl-quanty/kubectl_complete-quanty"} {
 		b, err := os.ReadFile(filepath.Join("../..", f))
 		if err != nil {
 			t.Fatal(err)
@@ -41,9 +43,13 @@ func TestDistScript(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(repo, filepath.Dir(f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(repo, f), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(repo, f), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// kubectl-quanty is built in its module's directory.
+	if err := os.MkdirAll(filepath.Join(repo, "cmd", "kubectl-quanty"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	goCmd := filepath.Join(bin, "go")
 	if err := os.WriteFile(goCmd, []byte(fakeGo), 0o755); err != nil {
@@ -98,13 +104,19 @@ func TestDistScript(t *testing.T) {
 				want := append([]string{cmd}, files...)
 				if p == "windows_arm64" {
 					want[0] += ".exe"
+				} else if cmd == "kubectl-quanty" {
+					want = append(want, "kubectl_complete-quanty")
 				}
 				slices.Sort(want)
 				if slices.Sort(got); !slices.Equal(got, want) {
 					t.Errorf("%s for %s holds %q, want %q", cmd, p, got, want)
 				}
-				if !strings.Contains(built, "-X main.version="+v+" ") || !strings.HasSuffix(strings.TrimSpace(built), "./cmd/"+cmd) {
-					t.Errorf("%s for %s built as: %s; want -X main.version=%s", cmd, p, built, v)
+				where, pkg := repo+": ", "./cmd/"+cmd
+				if cmd == "kubectl-quanty" {
+					where, pkg = filepath.Join(repo, "cmd", cmd)+": ", "."
+				}
+				if !strings.Contains(built, "-X main.version="+v+" ") || !strings.HasPrefix(built, where) || !strings.HasSuffix(strings.TrimSpace(built), " "+pkg) {
+					t.Errorf("%s for %s built as: %s; want -X main.version=%s, %s in %s", cmd, p, built, v, pkg, where)
 				}
 			}
 		}

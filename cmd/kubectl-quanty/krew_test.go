@@ -71,6 +71,11 @@ func TestKrewManifest(t *testing.T) {
 	if k.Spec.Version != "v1.2.3" || k.Spec.Homepage == "" || k.Spec.Description == "" || len(k.Spec.ShortDescription) > 50 {
 		t.Fatalf("spec: %+v", k.Spec)
 	}
+	// krew puts bin alone on PATH: the caveats say how the completion
+	// script the archives hold (dist_test.go) gets there.
+	if !strings.Contains(k.Spec.Caveats, `cp "${KREW_ROOT:-$HOME/.krew}/store/quanty/v1.2.3/kubectl_complete-quanty" "${KREW_ROOT:-$HOME/.krew}/bin/"`) {
+		t.Errorf("the caveats do not put kubectl_complete-quanty on PATH:\n%s", k.Spec.Caveats)
+	}
 	var seen []string
 	for _, p := range k.Spec.Platforms {
 		os, arch := p.Selector.MatchLabels["os"], p.Selector.MatchLabels["arch"]

@@ -226,7 +226,13 @@ func (c HistoryLogCommand) Run(ctx context.Context, args []string, stdout, stder
 		return err
 	}
 	if all.GetContinue() != "" {
-		fmt.Fprintf(stderr, "more changes follow: add --continue %s\n", all.GetContinue())
+		// The token is bound to the request: a relative --since given
+		// again would name another time, so the hint names the one used.
+		again := ""
+		if req.UnixMs != 0 && since != timearg.Format(req.UnixMs, time.UTC) {
+			again = " --since " + timearg.Format(req.UnixMs, time.UTC)
+		}
+		fmt.Fprintf(stderr, "more changes follow: run it again with the same arguments and%s --continue %s\n", again, all.GetContinue())
 	}
 	return nil
 }

@@ -68,35 +68,35 @@ Serves the etcd v3 gRPC API (and quantykube.History) from a database.`
 func newServeFlags(stderr io.Writer) *serveFlags {
 	f := &serveFlags{fs: newFlagSet(ServeCommand{}, stderr), stderr: stderr}
 	fs, cfg := f.fs, &f.cfg
-	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "address to serve the etcd API on: host:port, tcp://host:port or unix:///path (the socket is made 0600)")
+	fs.StringVar(&cfg.Listener, "listen-address", DefaultListenAddress, "where to serve the etcd API: host:port, tcp://host:port or unix:///path, as kine names them (the socket is made 0600)")
 	registerDatastoreFlags(fs, cfg, "the database to serve")
-	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "most connections of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL, max(4, 2*GOMAXPROCS) on SQLite); the writer, and on PostgreSQL the listener, take one more each")
-	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "postgres: statement_timeout of every statement; mysql: MariaDB's max_statement_time, MySQL's max_execution_time (reads only) (0: the server's setting)")
-	fs.StringVar(&cfg.DatastoreListenEndpoint, "datastore-listen-endpoint", "", "postgres: a direct connection (postgres://...) for LISTEN, where --endpoint is a pooler that cannot deliver notifications (default: --endpoint's; without delivery the other replicas' commits are polled every second)")
-	fs.BoolVar(&cfg.SQLitePlainWAL, "sqlite-plain-wal", false, "sqlite: write the WAL as SQLite writes it, not gathered into few large writes (ADR-018; costs the writer 15-21% more CPU)")
-	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate (default: none, plaintext)")
+	fs.IntVar(&cfg.ConnectionPoolConfig.MaxOpen, "datastore-max-open-connections", 0, "size of the read pool (0: max(8, 4*GOMAXPROCS) on PostgreSQL and MySQL, max(4, 2*GOMAXPROCS) on SQLite); besides it the writer holds one connection, each server on PostgreSQL and MySQL one for its row in meta, and on PostgreSQL one for LISTEN")
+	fs.DurationVar(&cfg.DatastoreStatementTimeout, "datastore-statement-timeout", 60*time.Second, "PostgreSQL: statement_timeout of every statement; MariaDB: max_statement_time; MySQL: max_execution_time, which bounds reads only (0: the server's setting)")
+	fs.StringVar(&cfg.DatastoreListenEndpoint, "datastore-listen-endpoint", "", "PostgreSQL: a direct connection (postgres://...) for LISTEN, where --endpoint is a pooler that cannot deliver notifications (default: --endpoint's; without notifications the other replicas' commits are polled every second; docs/postgresql.md)")
+	fs.BoolVar(&cfg.SQLitePlainWAL, "sqlite-plain-wal", false, "SQLite: write the WAL as SQLite writes it, not gathered into few large writes (ADR-018: gathering takes 15-21% off the server's CPU per create at one to eight clients); the way back should a modernc.org/sqlite or libc upgrade break the gathering")
+	fs.StringVar(&cfg.ServerTLSConfig.CertFile, "cert-file", "", "serving TLS certificate, as etcd names it (default: none, plaintext)")
 	fs.StringVar(&cfg.ServerTLSConfig.KeyFile, "key-file", "", "serving TLS key, with --cert-file (default: none)")
-	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates; clients must present one, as with etcd (default: none, no client certificate asked)")
-	fs.Bool("client-cert-auth", false, "require client certificates (implied by --trusted-ca-file, which it needs)")
-	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes")
-	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd)")
-	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long; 0 keeps everything, else at least 75s")
-	fs.StringVar(&f.retainBytes, "retain-bytes", DefaultRetainBytes, "keep at most this much history (the changes kept and the states they replaced), oldest pruned first even inside --retain; 0: no limit (docs/adr/030)")
-	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long instead, and at most SIZE of it (default: --retain-bytes of its own) (repeatable; replaces the defaults)")
-	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window")
-	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (on PostgreSQL after one query of the database's revision, shared by concurrent reads)")
-	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index (0: the default); when the live keys outgrow it, reads go to the database")
+	fs.StringVar(&cfg.ServerTLSConfig.TrustedCAFile, "trusted-ca-file", "", "require client certificates signed by this CA, as etcd does (default: none, no client certificate asked)")
+	fs.Bool("client-cert-auth", false, "require client certificates, as etcd's flag; needs --trusted-ca-file, which implies it")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest request accepted, in bytes (1.5 MiB, as etcd's)")
+	fs.DurationVar(&cfg.NotifyInterval, "watch-progress-notify-interval", 0, "how often progress_notify watchers hear the revision (0: 10m, as etcd's)")
+	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long (0 keeps everything; else at least 75s)")
+	fs.StringVar(&f.retainBytes, "retain-bytes", DefaultRetainBytes, "keep at most this much history (the changes kept and the states they replaced), the oldest pruned first even inside --retain; the live state is never counted nor refused; 0: no limit (docs/adr/030)")
+	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long instead of --retain, and at most SIZE of it (default: a budget of --retain-bytes of its own); repeatable; replaces the defaults")
+	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window (a byte budget is checked every second)")
+	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (docs/adr/008); on PostgreSQL and MySQL each server keeps one, and a read first asks the database its revision, one query shared by concurrent reads (docs/adr/016)")
+	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index (0: the default, 256 MiB); when the live keys outgrow it, reads go to the database. --cache-bytes N is its deprecated old name (0 turns the index off)")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
-	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics and health at /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
+	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (write batches and their failures, revision, floors, pruned rows, history's size and window and its bytes by type, watchers, leases, the live index's bytes) and the health endpoints /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
 	api := &cfg.AggregatedAPI
 	fs.StringVar(&api.Listen, "api-listen", "", "also serve History as the aggregated Kubernetes API quanty.quantyroot.io/v1alpha1 on host:port (docs/AGGREGATED-API.md); off when empty")
 	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc (default: none; required with --api-listen)")
 	fs.StringVar(&api.KeyFile, "api-key", "", "aggregated API: serving key (default: none; required with --api-listen)")
 	fs.StringVar(&api.ClientCAFile, "api-client-ca", "", "aggregated API: kube-apiserver's front-proxy CA (its --requestheader-client-ca-file); only clients it signed may call (default: none; required with --api-listen)")
-	fs.StringSliceVar(&api.AllowedNames, "api-allowed-names", []string{apiagg.DefaultAllowedName}, "aggregated API: front-proxy certificate names accepted (its --requestheader-allowed-names); empty accepts any name the CA signed")
+	fs.StringSliceVar(&api.AllowedNames, "api-allowed-names", []string{apiagg.DefaultAllowedName}, "aggregated API: front-proxy certificate names accepted (kube-apiserver's --requestheader-allowed-names); empty accepts any name the CA signed")
 	fs.StringSliceVar(&api.RawAccessGroups, "api-raw-access-groups", []string{apiagg.DefaultRawAccessGroup}, "aggregated API: groups that may read and restore keys holding no Kubernetes object")
-	fs.StringVar(&api.Kubeconfig, "api-kubeconfig", "", "aggregated API: kubeconfig for SubjectAccessReviews, which check each caller's access to the object (default: the pod's service account)")
+	fs.StringVar(&api.Kubeconfig, "api-kubeconfig", "", "aggregated API: kubeconfig for the SubjectAccessReviews that check each caller's access to the object (default: the pod's service account)")
 	fs.BoolVar(&api.InsecureSkipObjectAuthorization, "api-insecure-skip-object-authorization", false, "aggregated API: do not check each caller's access to the object; anyone kube-apiserver lets through reads every object's history, Secrets included")
 	fs.StringVar(&api.RestoreCheck, "api-restore-check", apiagg.RestoreCheckDryRun, "aggregated API: before a restore writes, ask kube-apiserver as the caller for a dry run of the change (dry-run; the store impersonates callers), or not (none: then RBAC objects, admission configuration, APIServices, CRDs, certificates, Namespaces and Nodes are restored only by --api-raw-access-groups)")
 	fs.StringVar(&api.EtcdPrefix, "api-etcd-prefix", "/registry", "aggregated API: kube-apiserver's --etcd-prefix, where its objects' keys begin")
@@ -104,16 +104,17 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	f.log.register(fs)
 	fs.BoolVar(&f.debug, "debug", false, "log at debug level")
 	_ = fs.MarkDeprecated("debug", "use --log-level=debug")
+	fs.Lookup("log-level").Usage += " (--debug is the deprecated form of debug)"
 	return f
 }
 
 // registerDatastoreFlags binds --endpoint and the database's TLS files, as
 // every command that opens a QuantyKube database names them.
 func registerDatastoreFlags(fs *pflag.FlagSet, cfg *endpoint.Config, what string) {
-	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://path (or a path), postgres://user:pass@host:port/db?sslmode=... or mysql://user:pass@tcp(host:3306)/db (also mysql://user:pass@host:3306/db)")
-	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "postgres, mysql: CA that verifies the database server (postgres: sslrootcert, implies sslmode=verify-full), unless the endpoint names one (postgres: sslrootcert; mysql: tls=) (default: none, as the endpoint says)")
-	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "postgres, mysql: client certificate for the database (postgres: sslcert), unless the endpoint names one (default: none)")
-	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "postgres, mysql: client key for the database (postgres: sslkey), unless the endpoint names one (default: none)")
+	fs.StringVar(&cfg.Endpoint, "endpoint", endpoint.DefaultEndpoint, what+": sqlite://path (or a bare path), postgres://user:password@host:5432/db?sslmode=verify-full&sslrootcert=/path/ca.pem (also postgresql://; every libpq-style parameter goes through to pgx), or mysql://user:password@tcp(host:3306)/db (kine's form; also mysql://user:password@host:3306/db; go-sql-driver/mysql's parameters, docs/mysql.md)")
+	fs.StringVar(&cfg.BackendTLSConfig.CAFile, "datastore-cafile", "", "PostgreSQL, MySQL: the CA that verifies the database server, unless the endpoint names one (PostgreSQL: sslrootcert, and sslmode=verify-full unless it sets sslmode; MySQL: tls=) (default: none, as the endpoint says)")
+	fs.StringVar(&cfg.BackendTLSConfig.CertFile, "datastore-certfile", "", "PostgreSQL, MySQL: the client certificate for the database, unless the endpoint names one (PostgreSQL: sslcert; MySQL: tls=) (default: none)")
+	fs.StringVar(&cfg.BackendTLSConfig.KeyFile, "datastore-keyfile", "", "PostgreSQL, MySQL: the client key for the database, unless the endpoint names one (PostgreSQL: sslkey; MySQL: tls=) (default: none)")
 }
 
 // parse parses args and checks what the flags cannot check alone.

@@ -103,11 +103,12 @@ type Config struct {
 	// MaxRequestBytes bounds a request (default DefaultMaxRequestBytes).
 	MaxRequestBytes int
 	Logger          *slog.Logger
-	// Reviewer decides access instead of SubjectAccessReviews, and
-	// DryRunner answers restores' dry runs instead of kube-apiserver
-	// (tests).
+	// Reviewer decides access instead of SubjectAccessReviews, DryRunner
+	// answers restores' dry runs and Cluster the store's own questions
+	// instead of kube-apiserver (tests).
 	Reviewer  Reviewer
 	DryRunner DryRunner
+	Cluster   Cluster
 }
 
 // Server is the aggregated API on its listener.
@@ -118,6 +119,7 @@ type Server struct {
 	keys    *storagekey.Table
 	authz   *authorizer
 	dryRun  DryRunner
+	cluster Cluster // nil: the store has no credentials for kube-apiserver
 	limits  timeouts
 	http    *http.Server
 	lis     net.Listener
@@ -153,26 +155,31 @@ func New(cfg Config, svc *history.Service) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("--api-restore-check %q: want %s or %s", cfg.RestoreCheck, RestoreCheckDryRun, RestoreCheckNone)
 	}
-	rev, dry := cfg.Reviewer, cfg.DryRunner
+	rev, dry, cl := cfg.Reviewer, cfg.DryRunner, cfg.Cluster
 	needReviewer := rev == nil && !cfg.InsecureSkipObjectAuthorization
 	needDryRunner := dry == nil && cfg.RestoreCheck == RestoreCheckDryRun
-	if needReviewer || needDryRunner {
-		rc, err := restConfig(cfg.Kubeconfig)
-		if err != nil {
-			return nil, err
-		}
+	rc, err := restConfig(cfg.Kubeconfig)
+	switch {
+	case err != nil && (needReviewer || needDryRunner):
+		return nil, err
+	case err == nil:
 		if needReviewer {
 			if rev, err = newSARReviewer(rc); err != nil {
 				return nil, err
 			}
 		}
+		api, err := newAPIClient(rc)
+		if err != nil {
+			return nil, err
+		}
 		if needDryRunner {
-			if dry, err = newAPIDryRunner(rc); err != nil {
-				return nil, err
-			}
+			dry = &apiDryRunner{api}
+		}
+		if cl == nil {
+			cl = newAPICluster(api)
 		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, svc: svc, keys: storagekey.New(cfg.EtcdPrefix), dryRun: dry, limits: defaultTimeouts}
+	s := &Server{cfg: cfg, log: cfg.Logger, svc: svc, keys: storagekey.New(cfg.EtcdPrefix), dryRun: dry, cluster: cl, limits: defaultTimeouts}
 	s.authz = &authorizer{reviewer: rev, rawGroups: cfg.RawAccessGroups, keys: s.keys, log: cfg.Logger}
 	s.handler = authn.wrap(s.routes(), s.log)
 	return s, nil

@@ -47,11 +47,13 @@ func (g *grants) Review(_ context.Context, u user.Info, a apiagg.Access) (bool, 
 	q := u.GetName() + ": " + a.String()
 	g.asked = append(g.asked, q)
 	// As RBAC: a grant in every namespace (a ClusterRoleBinding) covers
-	// each namespace.
-	everywhere := a
+	// each namespace, and a grant of every name each name.
+	anyName := a
+	anyName.Name = ""
+	everywhere := anyName
 	everywhere.Namespace = ""
 	for _, s := range g.allow[u.GetName()] {
-		if s == a.String() || (a.Name == "" && s == everywhere.String()) {
+		if s == a.String() || s == anyName.String() || s == everywhere.String() {
 			return true, "", nil
 		}
 	}
@@ -67,22 +69,28 @@ func (g *grants) questions() []string {
 // env is the aggregated API over a store, and clients as the front proxy
 // and as others.
 type env struct {
-	t      *testing.T
-	store  *mvcc.Store
-	url    string
-	proxy  *http.Client // kube-apiserver's front proxy
-	grants *grants
-	dry    *dryRuns
-	audit  *framework.LogBuffer
-	pki    struct{ serving, front, other *framework.CA }
+	t       *testing.T
+	store   *mvcc.Store
+	start   int64 // the revision the tests' namespaces exist at, and nothing else
+	url     string
+	proxy   *http.Client // kube-apiserver's front proxy
+	grants  *grants
+	dry     *dryRuns
+	cluster *cluster
+	audit   *framework.LogBuffer
+	pki     struct{ serving, front, other *framework.CA }
 }
+
+// testNamespaces exist in every env from its first revisions on.
+var testNamespaces = []string{"a", "b", "ns", "ns1", "ns2", "kube-system", "zz-team", "zz-team0"}
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return newEnvWith(t, apiagg.Config{})
 }
 
-// newEnvWith is newEnv with cfg's RestoreCheck and RawAccessGroups.
+// newEnvWith is newEnv with cfg's RestoreCheck, RawAccessGroups and
+// Reviewer (nil: e.grants).
 func newEnvWith(t *testing.T, cfg apiagg.Config) *env {
 	t.Helper()
 	e := &env{t: t, grants: &grants{allow: map[string][]string{}}, dry: &dryRuns{}, audit: &framework.LogBuffer{}}
@@ -95,13 +103,24 @@ func newEnvWith(t *testing.T, cfg apiagg.Config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.store.Close() })
+	// The namespaces the tests' objects live in exist before them, as
+	// kube-apiserver's admission makes sure of: history older than its
+	// namespace as it exists now is another incarnation's (nsBounds).
+	for _, ns := range testNamespaces {
+		e.start = e.put("/registry/namespaces/"+ns, "namespace "+ns)
+	}
 
 	e.pki.serving = framework.NewCA(t, "serving-ca")
 	cert, key := e.pki.serving.Issue(t, framework.CertSpec{CommonName: "quantykube.kube-system.svc", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	e.pki.front = framework.NewCA(t, "front-proxy-ca")
 	e.pki.other = framework.NewCA(t, "other-ca")
 	cfg.Listen, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile = "127.0.0.1:0", cert, key, e.pki.front.CertFile
-	cfg.Reviewer, cfg.DryRunner, cfg.Logger = e.grants, e.dry, slog.New(slog.NewTextHandler(e.audit, nil))
+	if cfg.Reviewer == nil {
+		cfg.Reviewer = e.grants
+	}
+	e.cluster = &cluster{status: map[string]bool{}, ips: map[string]string{}}
+	cfg.Cluster = e.cluster
+	cfg.DryRunner, cfg.Logger = e.dry, slog.New(slog.NewTextHandler(e.audit, nil))
 	srv, err := apiagg.New(cfg, history.New(e.store))
 	if err != nil {
 		t.Fatal(err)
@@ -341,9 +360,12 @@ func TestReadsAskForTheObject(t *testing.T) {
 		t.Errorf("a range over every resource as alice: %d, want 403", code)
 	}
 
+	// The namespace's log reaches back before ns1's creation (from the
+	// oldest retained): whether alice may see its earlier incarnations is
+	// asked once, as list in every namespace.
 	want := []string{
 		"alice: get secrets s in namespace ns1", "bob: get secrets s in namespace ns1",
-		"alice: list secrets in namespace ns1", "alice: list secrets",
+		"alice: list secrets in namespace ns1", "alice: list secrets", "alice: list secrets",
 	}
 	if got := e.grants.questions(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("questions asked:\n%q\nwant\n%q", got, want)
@@ -514,5 +536,52 @@ func TestNeedsCredentialsForReviews(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.Kubeconfig); err == nil {
 		t.Fatal("the kubeconfig was created")
+	}
+}
+
+// A namespace made again under a deleted one's name does not hand its
+// history on: a caller allowed in the namespace reads what happened since
+// it was made, and is refused what came before; a caller allowed in every
+// namespace, and the raw-access groups, read it all.
+func TestReusedNamespaceKeepsItsHistory(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/secrets/zz-team/token"
+	old := e.put(key, "the first tenant's token")
+	e.del(key)
+	e.del("/registry/namespaces/zz-team")
+	made := e.put("/registry/namespaces/zz-team", "namespace zz-team, again")
+	e.put(key, "the second tenant's token")
+	e.grants.allow["tenant"] = []string{"get secrets token in namespace zz-team", "list secrets in namespace zz-team", "update secrets token in namespace zz-team"}
+	e.grants.allow["admin"] = []string{"get secrets", "list secrets", "update secrets token in namespace zz-team"}
+	e.grants.allow["root"] = e.grants.allow["tenant"]
+
+	getOld := base + "/objects" + q(&historypb.Request{Key: []byte(key), Revision: old})
+	code, b, _ := e.as(e.proxy, "GET", getOld, nil, "tenant")
+	if code != 403 || !strings.Contains(status(t, b).Message, "older than the namespace \"zz-team\" as it exists now") || bytes.Contains(b, []byte("first tenant")) {
+		t.Errorf("the old token as the new tenant: %d %s, want 403", code, b)
+	}
+	if code, b, _ := e.as(e.proxy, "GET", getOld, nil, "admin"); code != 200 || !bytes.Contains(b, []byte("first tenant")) {
+		t.Errorf("the old token as a cluster-wide reader: %d %s", code, b)
+	}
+	if code, b, _ := e.as(e.proxy, "GET", getOld, nil, "root", "system:masters"); code != 200 || !bytes.Contains(b, []byte("first tenant")) {
+		t.Errorf("the old token as system:masters: %d %s", code, b)
+	}
+	for _, r := range []*historypb.Request{
+		{Key: []byte(key)},
+		{Key: []byte("/registry/secrets/zz-team/"), RangeEnd: []byte("/registry/secrets/zz-team0")},
+		{Key: []byte(key), Descending: true, Limit: 1},
+	} {
+		code, b, _ := e.as(e.proxy, "GET", base+"/logs"+q(r), nil, "tenant")
+		var lr historypb.LogResponse
+		if code != 200 || proto.Unmarshal(b, &lr) != nil || len(lr.Entries) != 1 || lr.Entries[0].Revision <= made || bytes.Contains(b, []byte("first tenant")) {
+			t.Errorf("log %q.. as the new tenant: %d %v, want the one change since %d", r.Key, code, &lr, made)
+		}
+		code, b, _ = e.as(e.proxy, "GET", base+"/logs"+q(r), nil, "admin")
+		if code != 200 || proto.Unmarshal(b, &lr) != nil || len(lr.Entries) < 2 && !r.Descending {
+			t.Errorf("log %q.. as a cluster-wide reader: %d %v", r.Key, code, &lr)
+		}
+	}
+	if code, b := e.restore("tenant", &historypb.Request{Key: []byte(key), Revision: old}); code != 403 || !strings.Contains(status(t, b).Message, "earlier namespace") {
+		t.Errorf("a restore of the old token as the new tenant: %d %s, want 403", code, b)
 	}
 }

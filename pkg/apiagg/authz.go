@@ -24,16 +24,24 @@ import (
 )
 
 // Access is a question for kube-apiserver's authorizer: may the caller do
-// Verb to the object (Name set) or to every object of the resource in
-// Namespace (or in every namespace when it is empty)?
+// Verb to the object (Name set), or to its Subresource (status), or to
+// every object of the resource in Namespace (or in every namespace when it
+// is empty)?
 type Access struct {
 	Verb string
 	storagekey.Resource
+	Subresource     string
 	Namespace, Name string
 }
 
 func (a Access) String() string {
 	what := a.Resource.String()
+	if a.Subresource != "" {
+		what = a.Resource.Resource + "/" + a.Subresource
+		if a.Group != "" {
+			what += "." + a.Group
+		}
+	}
 	if a.Name != "" {
 		what += " " + a.Name
 	}
@@ -116,7 +124,7 @@ func (r *sarReviewer) Review(ctx context.Context, u user.Info, a Access) (bool, 
 	spec := authzv1.SubjectAccessReviewSpec{
 		User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(),
 		ResourceAttributes: &authzv1.ResourceAttributes{
-			Verb: a.Verb, Group: a.Group, Resource: a.Resource.Resource, Namespace: a.Namespace, Name: a.Name,
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource.Resource, Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name,
 		},
 	}
 	if extra := u.GetExtra(); len(extra) > 0 {
@@ -156,20 +164,39 @@ type authorizer struct {
 }
 
 // read allows a Log or Get of [key, end): get on the object for one key,
-// list on the resource in the namespace (or everywhere) for a range.
-func (z *authorizer) read(ctx context.Context, key, end []byte) error {
+// list on the resource in the namespace (or everywhere) for a range. It
+// returns the question that allowed it (none, Verb empty, for a key that
+// holds no object, which the raw-access groups read).
+func (z *authorizer) read(ctx context.Context, key, end []byte) (Access, error) {
 	if len(end) == 0 {
 		o, ok := z.keys.Parse(key)
 		if !ok {
-			return z.raw(ctx, "read", key)
+			return Access{}, z.raw(ctx, "read", key)
 		}
-		return z.check(ctx, Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name})
+		a := Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name}
+		return a, z.check(ctx, a)
 	}
 	s, ok := z.keys.RangeScope(key, end)
 	if !ok {
-		return z.raw(ctx, "read", key)
+		return Access{}, z.raw(ctx, "read", key)
 	}
-	return z.check(ctx, Access{Verb: "list", Resource: s.Resource, Namespace: s.Namespace})
+	a := Access{Verb: "list", Resource: s.Resource, Namespace: s.Namespace}
+	return a, z.check(ctx, a)
+}
+
+// may is the reviewer's answer to a question that narrows what a request
+// reads rather than refusing it: a no is not logged as a denial.
+func (z *authorizer) may(ctx context.Context, a Access) (bool, error) {
+	if z.reviewer == nil {
+		return true, nil
+	}
+	ok, _, err := z.reviewer.Review(ctx, callerOf(ctx), a)
+	if err != nil {
+		u := callerOf(ctx)
+		z.log.Error("audit: could not check access", "user", u.GetName(), "groups", u.GetGroups(), "access", a.String(), "err", err)
+		return false, unavailable("cannot check access with kube-apiserver: " + err.Error())
+	}
+	return ok, nil
 }
 
 // write allows a restore of key from its state now (cur) to old: update

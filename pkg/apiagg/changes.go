@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/quantyroot/quantykube/pkg/history"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/storagekey"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
@@ -58,68 +61,134 @@ func parseChangesFilter(qs url.Values) (changesFilter, error) {
 	return f, err
 }
 
-// changesAccess decides, for one changes request, which keys its caller
-// sees: objects of the filter's resources and namespace that the caller
-// may list, each (resource, namespace) asked once as the caller, a
-// cluster-wide allow covering every namespace; keys that hold no object
-// only for the raw-access groups, and only when no resource or namespace
-// was named. A key it refuses is left out silently, so that no answer
+// maxQuestions bounds the access questions one page of changes asks:
+// each is a SubjectAccessReview, which runs kube-apiserver's whole
+// authorizer chain (webhooks included). A page that would need more ends
+// before the change that needs it, with a continue token, and the next
+// page asks on from there: the caller still gets every change it may
+// list, in order, over more pages.
+const maxQuestions = 100
+
+// changesAccess decides, for one page of a changes request, which changes
+// its caller sees: objects of the filter's resources and namespace that
+// the caller may list, each (resource, namespace) asked once as the
+// caller, a cluster-wide allow covering every namespace; keys that hold
+// no object only for the raw-access groups, and only when no resource or
+// namespace was named. A change older than its namespace as it exists now
+// only for callers allowed in every namespace and the raw-access groups
+// (nsBounds). A change it refuses is left out silently, so that no answer
 // names an object its caller may not list.
 type changesAccess struct {
 	ctx    context.Context
-	z      *authorizer
+	s      *Server
 	u      user.Info
 	f      changesFilter
 	raw    bool
 	memo   map[Access]bool
-	err    error // the first failure to ask; the answer is then 503
+	floors map[string]int64 // namespace -> its current creation (nsFloor)
+	err    error            // the first failure to ask; the answer is then 503
 	denied int
 }
 
-func (c *changesAccess) keep(key []byte) bool {
-	o, ok := c.z.keys.Parse(key)
+func (c *changesAccess) keep(key []byte, rev int64) mvcc.Verdict {
+	o, ok := c.s.keys.Parse(key)
 	if !ok {
-		return c.raw && c.f.include == nil && c.f.namespace == ""
+		return verdict(c.raw && c.f.include == nil && c.f.namespace == "")
 	}
 	name := o.Resource.String()
 	if (c.f.include != nil && !c.f.include[name]) || c.f.exclude[name] {
-		return false
+		return mvcc.Skip
 	}
 	if c.f.namespace != "" && o.Namespace != c.f.namespace {
-		return false
+		return mvcc.Skip
 	}
-	res := storagekey.Resource{Group: o.Group, Resource: o.Resource.Resource}
+	res := storagekey.Resource{Group: o.Group, Resource: o.Resource.Resource, Namespaced: o.Namespaced}
+	wide := Access{Verb: "list", Resource: res}
 	// A namespace named: its own question answers it (a cluster-wide allow
 	// allows it too). Otherwise the cluster-wide question first: one per
 	// resource for a caller who may list it everywhere.
-	if c.f.namespace == "" && c.may(Access{Verb: "list", Resource: res}) {
-		return true
+	if c.f.namespace == "" {
+		switch ok, asked := c.may(wide); {
+		case !asked:
+			return mvcc.Stop
+		case ok:
+			return mvcc.Take
+		}
 	}
-	return o.Namespace != "" && c.may(Access{Verb: "list", Resource: res, Namespace: o.Namespace})
+	if o.Namespace == "" {
+		return mvcc.Skip
+	}
+	switch ok, asked := c.may(Access{Verb: "list", Resource: res, Namespace: o.Namespace}); {
+	case !asked:
+		return mvcc.Stop
+	case !ok:
+		return mvcc.Skip
+	}
+	if c.raw || c.s.authz.reviewer == nil || rev >= c.floor(o.Namespace) {
+		return mvcc.Take
+	}
+	if c.f.namespace == "" {
+		return mvcc.Skip // the cluster-wide question was asked: no
+	}
+	switch ok, asked := c.may(wide); {
+	case !asked:
+		return mvcc.Stop
+	case ok:
+		return mvcc.Take
+	}
+	return mvcc.Skip
 }
 
-// may is the reviewer's answer for a, asked once per request (and cached
-// across requests by the reviewer).
-func (c *changesAccess) may(a Access) bool {
-	if c.z.reviewer == nil {
-		return true
+func verdict(take bool) mvcc.Verdict {
+	if take {
+		return mvcc.Take
+	}
+	return mvcc.Skip
+}
+
+// may is the reviewer's answer for a, asked once per page (and cached
+// across requests by the reviewer); asked is false when the page has
+// asked its maxQuestions and this would be a new one.
+func (c *changesAccess) may(a Access) (ok, asked bool) {
+	if c.s.authz.reviewer == nil {
+		return true, true
 	}
 	if ok, seen := c.memo[a]; seen {
-		return ok
+		return ok, true
 	}
 	if c.err != nil {
-		return false
+		return false, true
 	}
-	ok, _, err := c.z.reviewer.Review(c.ctx, c.u, a)
+	if len(c.memo) >= maxQuestions {
+		return false, false
+	}
+	ok, _, err := c.s.authz.reviewer.Review(c.ctx, c.u, a)
 	if err != nil {
 		c.err = err
-		return false
+		return false, true
 	}
 	if !ok {
 		c.denied++
 	}
 	c.memo[a] = ok
-	return ok
+	return ok, true
+}
+
+// floor is nsFloor of ns, read once per page; a failure to read it fails
+// the page (503), and leaves the namespace's changes out meanwhile.
+func (c *changesAccess) floor(ns string) int64 {
+	if f, ok := c.floors[ns]; ok {
+		return f
+	}
+	f, err := c.s.nsFloor(c.ctx, ns)
+	if err != nil {
+		if c.err == nil {
+			c.err = err
+		}
+		return math.MaxInt64
+	}
+	c.floors[ns] = f
+	return f
 }
 
 // serveChanges answers a Log over [key, range_end) of the changes the
@@ -138,15 +207,17 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	s.narrowToScope(req, f)
-	c := &changesAccess{ctx: ctx, z: s.authz, u: callerOf(ctx), f: f, raw: s.authz.inRawGroup(ctx), memo: map[Access]bool{}}
-	resp, err := s.svc.LogKept(ctx, req, c.keep)
+	u := callerOf(ctx)
+	c := &changesAccess{ctx: ctx, s: s, u: u, f: f, raw: s.authz.inRawGroup(ctx), memo: map[Access]bool{}, floors: map[string]int64{}}
+	b := history.Bounds{Scope: scopeOf(u, "changes", f.scope()...), Keep: c.keep}
+	resp, err := s.svc.LogWithin(ctx, req, b)
 	if c.err != nil {
 		s.log.Error("audit: could not check access", "user", c.u.GetName(), "groups", c.u.GetGroups(), "request", "changes", "err", c.err)
 		writeStatus(w, unavailable("cannot check access with kube-apiserver: "+c.err.Error()))
 		return
 	}
 	if err != nil {
-		writeStatus(w, fromGRPC(err))
+		writeStatus(w, asStatus(err))
 		return
 	}
 	if c.denied > 0 {

@@ -34,10 +34,11 @@ func changesEnv(t *testing.T) *env {
 }
 
 // changes pages a changes request through as user, limit entries a page,
-// and returns the keys of every entry, newest first, and the pages' bodies.
+// from the env's start on (after its namespaces were made), and returns
+// the keys of every entry, newest first, and the pages' bodies.
 func (e *env) changes(params string, limit int64, user string, groups ...string) ([]string, [][]byte) {
 	e.t.Helper()
-	req := &historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Descending: true, Limit: limit}
+	req := &historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Revision: e.start + 1, Descending: true, Limit: limit}
 	var keys []string
 	var bodies [][]byte
 	for range 100 {
@@ -153,8 +154,8 @@ func TestChangesBadParameters(t *testing.T) {
 		}
 	}
 	desc := q(&historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Descending: true, Continue: "5.0"})
-	if code, b, _ := e.as(e.proxy, "GET", base+"/changes"+desc, nil, "admin"); code != 400 || !strings.Contains(string(b), "ascending page") {
-		t.Errorf("a descending page with an ascending token: %d %s, want 400", code, b)
+	if code, b, _ := e.as(e.proxy, "GET", base+"/changes"+desc, nil, "admin"); code != 400 || !strings.Contains(string(b), "not made for this request") {
+		t.Errorf("a token no page gave: %d %s, want 400", code, b)
 	}
 }
 
@@ -187,5 +188,45 @@ func TestObjectsRange(t *testing.T) {
 		if code, _, _ := e.as(e.proxy, "GET", base+"/objects"+q(r), nil, "carol"); code != 403 {
 			t.Errorf("objects %s as carol: %d, want 403", k[0], code)
 		}
+	}
+}
+
+// A page of changes asks at most 100 access questions: a caller allowed
+// in one namespace of 150 gets pages that end early, each asking no more
+// than that, and across them every change it may list, in order.
+func TestChangesBoundTheQuestionsOfAPage(t *testing.T) {
+	e := newEnv(t)
+	made := e.put("/registry/namespaces/n149", "namespace n149")
+	for i := range 150 {
+		e.put(fmt.Sprintf("/registry/configmaps/n%03d/c", i), "v")
+	}
+	e.put("/registry/configmaps/n149/c", "v2")
+	e.grants.allow["carol"] = []string{"list configmaps in namespace n149"}
+	req := &historypb.Request{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), Revision: made + 1}
+	var keys []string
+	pages := 0
+	for ; pages < 10; pages++ {
+		before := len(e.grants.questions())
+		code, b, _ := e.as(e.proxy, "GET", base+"/changes"+q(req), nil, "carol")
+		if code != 200 {
+			t.Fatalf("page %d: %d %s", pages, code, b)
+		}
+		if asked := len(e.grants.questions()) - before; asked > 100 {
+			t.Errorf("page %d asked %d questions, more than 100", pages, asked)
+		}
+		var lr historypb.LogResponse
+		if err := proto.Unmarshal(b, &lr); err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range lr.Entries {
+			keys = append(keys, string(en.Kv.Key)+"="+string(en.Kv.Value))
+		}
+		if lr.Continue == "" {
+			break
+		}
+		req.Continue = lr.Continue
+	}
+	if want := []string{"/registry/configmaps/n149/c=v", "/registry/configmaps/n149/c=v2"}; !slices.Equal(keys, want) || pages < 1 {
+		t.Errorf("carol's changes in %d pages: %q, want %q over more than one page", pages+1, keys, want)
 	}
 }

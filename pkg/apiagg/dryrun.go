@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 )
 
@@ -44,26 +43,11 @@ type DryRunner interface {
 // apiDryRunner impersonates the caller (user, uid, groups and extra, as
 // the front proxy named them) with the store's own credentials, which
 // therefore need the impersonate verb (deploy/aggregated-api/rbac.yaml).
-type apiDryRunner struct {
-	host string
-	rt   http.RoundTripper
-}
+type apiDryRunner struct{ *apiClient }
 
 // maxStatusBytes bounds the answer read back from kube-apiserver: a
 // Status is small; an accepted dry run's object is not read at all.
 const maxStatusBytes = 1 << 20
-
-func newAPIDryRunner(cfg *rest.Config) (*apiDryRunner, error) {
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("client for kube-apiserver's dry runs: %w", err)
-	}
-	host, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("client for kube-apiserver's dry runs: %w", err)
-	}
-	return &apiDryRunner{host: strings.TrimSuffix(host.String(), "/"), rt: rt}, nil
-}
 
 func (d *apiDryRunner) DryRun(ctx context.Context, u user.Info, w Write) error {
 	req, err := http.NewRequestWithContext(ctx, w.Method, d.host+w.Path+"?dryRun=All", bytes.NewReader(w.Body))

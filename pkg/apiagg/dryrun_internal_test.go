@@ -29,10 +29,11 @@ func TestAPIDryRunner(t *testing.T) {
 		answer(w)
 	}))
 	defer api.Close()
-	d, err := newAPIDryRunner(&rest.Config{Host: api.URL, BearerToken: "store-token"})
+	c, err := newAPIClient(&rest.Config{Host: api.URL, BearerToken: "store-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := &apiDryRunner{c}
 	alice := &user.DefaultInfo{Name: "alice", UID: "u-1", Groups: []string{"devs", "system:authenticated"}, Extra: map[string][]string{"scopes": {"a", "b"}}}
 	w := Write{Method: "PUT", Path: "/apis/rbac.authorization.k8s.io/v1/namespaces/ns1/roles/r", Body: []byte("k8s\x00..."), ContentType: protobufContentType}
 

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/quantyroot/quantykube/pkg/history"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
@@ -105,15 +106,22 @@ func decodeRequest(b []byte) (*historypb.Request, error) {
 }
 
 func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
-	s.read(w, r, func(ctx context.Context, req *historypb.Request) (proto.Message, error) { return s.svc.Log(ctx, req) })
+	s.read(w, r, "logs", func(ctx context.Context, req *historypb.Request, b history.Bounds) (proto.Message, error) {
+		return s.svc.LogWithin(ctx, req, b)
+	})
 }
 
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request) {
-	s.read(w, r, func(ctx context.Context, req *historypb.Request) (proto.Message, error) { return s.svc.Get(ctx, req) })
+	s.read(w, r, "objects", func(ctx context.Context, req *historypb.Request, b history.Bounds) (proto.Message, error) {
+		return s.svc.GetWithin(ctx, req, b)
+	})
 }
 
-// read answers a Log or Get once the caller may read what it names.
-func (s *Server) read(w http.ResponseWriter, r *http.Request, call func(context.Context, *historypb.Request) (proto.Message, error)) {
+// read answers a Log or Get once the caller may read what it names,
+// within what it may read of it: its continue tokens bound to the caller,
+// and the history of its namespace's earlier incarnations left out
+// (nsBounds).
+func (s *Server) read(w http.ResponseWriter, r *http.Request, endpoint string, call func(context.Context, *historypb.Request, history.Bounds) (proto.Message, error)) {
 	req, err := s.query(r)
 	if err != nil {
 		writeStatus(w, err)
@@ -121,13 +129,16 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, call func(context.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	if err := s.authz.read(ctx, req.Key, req.RangeEnd); err != nil {
+	a, err := s.authz.read(ctx, req.Key, req.RangeEnd)
+	if err != nil {
 		writeStatus(w, err)
 		return
 	}
-	resp, err := call(ctx, req)
+	b := history.Bounds{Scope: scopeOf(callerOf(ctx), endpoint)}
+	s.nsBounds(ctx, a, &b)
+	resp, err := call(ctx, req, b)
 	if err != nil {
-		writeStatus(w, fromGRPC(err))
+		writeStatus(w, asStatus(err))
 		return
 	}
 	writeProto(w, resp)

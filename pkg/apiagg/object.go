@@ -44,12 +44,14 @@ type storedObject struct {
 	Meta             metav1.ObjectMeta
 	// envelope and fields hold a protobuf value: its envelope, and the
 	// object's top-level fields but metadata, in their order (metaAt is
-	// where metadata stood among them).
+	// where metadata stood among them, metaRaw the field as stored).
 	envelope *runtime.Unknown
 	fields   [][]byte
 	metaAt   int
-	// object holds a JSON (or CBOR) value.
+	metaRaw  []byte
+	// object holds a JSON (or CBOR, cbor set) value.
 	object map[string]any
+	cbor   bool
 }
 
 // errNotAnObject says why a value cannot be handed to kube-apiserver as an
@@ -72,7 +74,11 @@ func decodeObject(b []byte) (*storedObject, error) {
 		if err := direct.Unmarshal(b, &m); err != nil {
 			return nil, errNotAnObject{"the value is CBOR that does not decode: " + err.Error()}
 		}
-		return fromMap(m)
+		o, err := fromMap(m)
+		if o != nil {
+			o.cbor = true
+		}
+		return o, err
 	case len(bytes.TrimSpace(b)) > 0 && bytes.TrimSpace(b)[0] == '{':
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(b))
@@ -114,7 +120,7 @@ func decodeProtobuf(b []byte) (*storedObject, error) {
 		if err := o.Meta.Unmarshal(v); err != nil {
 			return nil, errNotAnObject{"the object's metadata does not decode: " + err.Error()}
 		}
-		o.metaAt = len(o.fields)
+		o.metaAt, o.metaRaw = len(o.fields), field
 	}
 	if o.metaAt < 0 {
 		return nil, errNotAnObject{"the object has no metadata"}
@@ -166,6 +172,55 @@ func (o *storedObject) status() []byte {
 		}
 	}
 	return nil
+}
+
+// withStatus is the object as stored with its status replaced by st (a
+// status() of another state of the object; nil: none), all else as it
+// was stored. CBOR is refused: the store writes back only encodings it
+// can reproduce exactly as kube-apiserver reads them.
+func (o *storedObject) withStatus(st []byte) ([]byte, error) {
+	if o.envelope == nil {
+		if o.cbor {
+			return nil, errNotAnObject{"the object is stored as CBOR, which the store does not write back changed"}
+		}
+		obj := make(map[string]any, len(o.object))
+		for k, v := range o.object {
+			obj[k] = v
+		}
+		delete(obj, "status")
+		if st != nil {
+			obj["status"] = json.RawMessage(st)
+		}
+		return json.Marshal(obj)
+	}
+	var raw []byte
+	placed := st == nil
+	for i := 0; i <= len(o.fields); i++ {
+		if i == o.metaAt {
+			raw = append(raw, o.metaRaw...)
+		}
+		if i == len(o.fields) {
+			break
+		}
+		num, _, _ := protowire.ConsumeTag(o.fields[i])
+		if num == statusField {
+			continue
+		}
+		if !placed && num > statusField {
+			raw, placed = append(raw, st...), true
+		}
+		raw = append(raw, o.fields[i]...)
+	}
+	if !placed {
+		raw = append(raw, st...)
+	}
+	env := *o.envelope
+	env.Raw = raw
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, errors.New("encoding the protobuf envelope: " + err.Error())
+	}
+	return append(append([]byte{}, protobufMagic...), b...), nil
 }
 
 // asUpdate is the body of an update of the live object (uid, at

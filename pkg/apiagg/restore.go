@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quantyroot/quantykube/pkg/history"
 	"github.com/quantyroot/quantykube/pkg/storagekey"
 	"github.com/quantyroot/quantykube/proto/historypb"
 )
@@ -61,21 +63,29 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	u := callerOf(ctx)
 	o, isObject := s.keys.Parse(req.Key)
+	var b history.Bounds
 	if !isObject {
 		err = s.authz.raw(ctx, "restore", req.Key)
 	} else {
-		err = s.authz.check(ctx, Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name})
+		a := Access{Verb: "get", Resource: o.Resource, Namespace: o.Namespace, Name: o.Name}
+		if err = s.authz.check(ctx, a); err == nil {
+			s.nsBounds(ctx, a, &b)
+		}
 	}
 	if err != nil {
 		writeStatus(w, err)
 		return
 	}
-	resp, err := s.svc.RestoreChecked(ctx, req, func(ctx context.Context, cur, old *mvccpb.KeyValue) error {
+	run := &restoreRun{}
+	resp, err := s.svc.RestoreChecked(ctx, req, b, func(ctx context.Context, cur, old *mvccpb.KeyValue) (*history.RestoreWrite, error) {
 		if !isObject {
-			return nil // the raw-access groups may restore any key
+			return nil, nil // the raw-access groups may restore any key
 		}
-		return s.restoreCheck(ctx, req, o, cur, old)
+		return s.restoreCheck(ctx, run, req, o, cur, old)
 	})
+	if err != nil || resp.NewRevision == 0 {
+		s.release(ctx, o, run.held)
+	}
 	var refused apierrors.APIStatus
 	switch {
 	case errors.As(err, &refused):
@@ -86,31 +96,64 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("audit: restore", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
-		"revision", resp.Revision, "unix_ms", req.UnixMs, "new_revision", resp.NewRevision)
+		"revision", resp.Revision, "unix_ms", req.UnixMs, "new_revision", resp.NewRevision, "without_status", run.withoutStatus != "")
+	if run.withoutStatus != "" && resp.NewRevision != 0 {
+		// kubectl prints a Warning header as kube-apiserver's own warnings.
+		w.Header().Add("Warning", `299 - "`+strings.ReplaceAll(run.withoutStatus, `"`, `'`)+`"`)
+	}
 	writeProto(w, resp)
 }
 
+// restoreRun is what one restore's attempts leave for its answer.
+type restoreRun struct {
+	held          []string // ClusterIPs held for it, to release if it is not written
+	withoutStatus string   // why the status was not written as it was, if it was not
+}
+
 // restoreCheck decides one attempt of a restore of the object o from its
-// state now (cur, nil if absent) to old (nil: absent): the verb of the
-// change as a SubjectAccessReview, the store's own rules, then what
-// kube-apiserver would say of the write itself.
-func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o storagekey.Object, cur, old *mvccpb.KeyValue) error {
+// state now (cur, nil if absent) to old (nil: absent), and how it is
+// written: the verb of the change as a SubjectAccessReview, the store's
+// own rules, the status the caller may write, what kube-apiserver would
+// say of the write itself, and, for a Service brought back, what
+// kube-apiserver must hold for it.
+func (s *Server) restoreCheck(ctx context.Context, run *restoreRun, req *historypb.Request, o storagekey.Object, cur, old *mvccpb.KeyValue) (*history.RestoreWrite, error) {
 	if err := s.authz.write(ctx, req.Key, cur != nil, old != nil); err != nil {
-		return err
+		return nil, err
 	}
 	if cur == nil && old == nil || cur != nil && old != nil && bytes.Equal(cur.Value, old.Value) {
-		return nil // already as it was: nothing is written
+		return nil, nil // already as it was: nothing is written
 	}
 	raw := s.authz.inRawGroup(ctx)
 	if !raw {
 		if why := s.rawOnly(o, cur, old); why != "" {
-			return s.refuse(ctx, o, why+fmt.Sprintf("; only the groups %v (--api-raw-access-groups) may restore it", s.cfg.RawAccessGroups))
+			return nil, s.refuse(ctx, o, why+fmt.Sprintf("; only the groups %v (--api-raw-access-groups) may restore it", s.cfg.RawAccessGroups))
 		}
 	}
-	if s.cfg.RestoreCheck == RestoreCheckNone {
-		return nil
+	w := &history.RestoreWrite{}
+	statusWritten := false
+	if old != nil {
+		var err error
+		if w.Value, statusWritten, run.withoutStatus, err = s.statusPlan(ctx, o, cur, old); err != nil {
+			return nil, err
+		}
 	}
-	writes, err := s.dryRunWrites(o, cur, old)
+	if s.cfg.RestoreCheck != RestoreCheckNone {
+		if err := s.dryRunChecks(ctx, req, o, cur, old, raw, statusWritten); err != nil {
+			return nil, err
+		}
+	}
+	if cur == nil && old != nil && o.Group == "" && o.Resource.Resource == "services" {
+		if err := s.holdFor(ctx, run, o, old, w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// dryRunChecks asks kube-apiserver, as the caller, for dry runs of the
+// writes the restore makes (dryRunWrites).
+func (s *Server) dryRunChecks(ctx context.Context, req *historypb.Request, o storagekey.Object, cur, old *mvccpb.KeyValue, raw, statusWritten bool) error {
+	writes, err := s.dryRunWrites(o, cur, old, statusWritten)
 	var nao errNotAnObject
 	switch {
 	case errors.As(err, &nao) && raw:
@@ -141,6 +184,92 @@ func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o sto
 	return nil
 }
 
+// statusPlan decides the status a restore writes. kube-apiserver's own
+// create drops a status and its update keeps the live one: a status is
+// written only through the status subresource, which RBAC grants apart.
+// A restore writes the old state's status when it is the live one's
+// (none, on a re-create), when the resource has no status subresource
+// (the field is then not a status: the dry run of the main write judges
+// it), or when the caller may update the status subresource; otherwise
+// it writes the old state with the live status (none on a re-create), as
+// kube-apiserver would, and says so (why). written reports whether the
+// write changes the status. With no credentials for kube-apiserver, there
+// is no telling, and the state is written as it was.
+func (s *Server) statusPlan(ctx context.Context, o storagekey.Object, cur, old *mvccpb.KeyValue) (value []byte, written bool, why string, err error) {
+	obj, err := decodeObject(old.Value)
+	if err != nil {
+		return nil, true, "", nil // no dry run either: the raw-access groups' alone
+	}
+	var live []byte
+	if cur != nil {
+		l, err := decodeObject(cur.Value)
+		if err != nil {
+			return nil, true, "", nil
+		}
+		live = l.status()
+	}
+	st := obj.status()
+	if bytes.Equal(st, live) || s.cluster == nil {
+		return nil, !bytes.Equal(st, live), "", nil
+	}
+	has, err := s.cluster.HasStatus(ctx, obj.APIVersion, o.Resource.Resource)
+	if err != nil {
+		return nil, false, "", unavailable("cannot tell whether " + o.Resource.String() + " has a status subresource: " + err.Error())
+	}
+	if !has {
+		return nil, false, "", nil
+	}
+	a := Access{Verb: "update", Resource: o.Resource, Subresource: "status", Namespace: o.Namespace, Name: o.Name}
+	ok, err := s.authz.may(ctx, a)
+	switch {
+	case err != nil:
+		return nil, false, "", err
+	case ok:
+		return nil, true, "", nil
+	}
+	if value, err = obj.withStatus(live); err != nil {
+		return nil, false, "", s.refuse(ctx, o, "the restore would write its status, which the caller may not ("+a.String()+"), and it cannot be written without: "+err.Error())
+	}
+	why = fmt.Sprintf("restored without its status as it was: writing a status needs %s; the status is %s", a, map[bool]string{true: "left as it is", false: "left empty, for its controllers to fill"}[cur != nil])
+	u := callerOf(ctx)
+	s.log.Info("audit: restore without status", "user", u.GetName(), "object", o.String(), "reason", why)
+	return value, false, why, nil
+}
+
+// holdFor makes kube-apiserver hold what a Service brought back holds
+// (holdAllocations), refusing the restore when another object holds it
+// now.
+func (s *Server) holdFor(ctx context.Context, run *restoreRun, o storagekey.Object, old *mvccpb.KeyValue, w *history.RestoreWrite) error {
+	obj, err := decodeObject(old.Value)
+	if err != nil {
+		return s.refuse(ctx, o, "a Service brought back must have its ClusterIPs and NodePorts held by kube-apiserver, and its value cannot be read: "+err.Error())
+	}
+	held, err := s.holdAllocations(ctx, o.Namespace, o.Name, obj, w)
+	run.held = append(run.held, held...)
+	var ipe *IPHeldError
+	var pt errPortTaken
+	var nao errNotAnObject
+	switch {
+	case errors.As(err, &ipe), errors.As(err, &pt):
+		return apierrors.NewConflict(schema.GroupResource{Resource: "services"}, o.Name, fmt.Errorf("the Service cannot come back as it was: %w; restore it with another ClusterIP or NodePort through kube-apiserver (kubectl create)", err))
+	case errors.As(err, &nao):
+		return s.refuse(ctx, o, "a Service brought back must have its ClusterIPs and NodePorts held by kube-apiserver, and this one's cannot be: "+nao.why)
+	case err != nil:
+		return unavailable("cannot hold the Service's ClusterIPs with kube-apiserver: " + err.Error())
+	}
+	return nil
+}
+
+// release gives back the ClusterIPs held for a restore that was not
+// written; kube-apiserver's repair loop would remove them in time too.
+func (s *Server) release(ctx context.Context, o storagekey.Object, ips []string) {
+	for _, ip := range ips {
+		if err := s.cluster.ReleaseIP(context.WithoutCancel(ctx), ip, o.Namespace, o.Name); err != nil {
+			s.log.Warn("could not release a ClusterIP held for a restore that was not written", "ip", ip, "service", o.String(), "err", err)
+		}
+	}
+}
+
 // rawOnly says why a restore is for the raw-access groups only, or "":
 // what no dry run can check.
 //   - A restore to absence of a Namespace, or of an object with finalizers
@@ -149,10 +278,17 @@ func (s *Server) restoreCheck(ctx context.Context, req *historypb.Request, o sto
 //   - A state whose deletion had begun (deletionTimestamp set): written
 //     back, its finalizers' controllers delete it, a delete no review of
 //     update or create sees; a dry run ignores the field.
+//   - A restore over an object whose deletion is in progress that would
+//     clear or change its deletionTimestamp: it would cancel the deletion
+//     half-way through its finalizers, and kube-apiserver copies the live
+//     deletionTimestamp into every update, so no dry run sees it.
 //   - A CertificateSigningRequest: its approval is in its status, which
 //     only the approval subresource may change.
 //   - With RestoreCheckNone, sensitiveResource.
 func (s *Server) rawOnly(o storagekey.Object, cur, old *mvccpb.KeyValue) string {
+	if why := cancelsDeletion(cur, old); why != "" {
+		return why
+	}
 	if old == nil {
 		if why := deletableByRestore(o, cur); why != "" {
 			return why
@@ -169,12 +305,29 @@ func (s *Server) rawOnly(o storagekey.Object, cur, old *mvccpb.KeyValue) string 
 	return ""
 }
 
+// cancelsDeletion says why a restore over cur, an object being deleted,
+// would cancel or change that deletion, or "".
+func cancelsDeletion(cur, old *mvccpb.KeyValue) string {
+	if cur == nil || old == nil {
+		return "" // a restore to absence: deletableByRestore's
+	}
+	live, err := decodeObject(cur.Value)
+	if err != nil || live.Meta.DeletionTimestamp == nil {
+		return ""
+	}
+	if back, err := decodeObject(old.Value); err == nil && back.Meta.DeletionTimestamp.Equal(live.Meta.DeletionTimestamp) {
+		return ""
+	}
+	return fmt.Sprintf("its deletion is in progress (deletionTimestamp %s, finalizers %v), and the restore would cancel it half-way through its finalizers; "+
+		"let the deletion finish, then restore", live.Meta.DeletionTimestamp.UTC().Format(time.RFC3339), live.Meta.Finalizers)
+}
+
 // dryRunWrites are the requests kube-apiserver would get for the change
 // from cur to old: an update of the live object (its uid, at its
-// resourceVersion) to the restored content (and of its status, where
-// that changes), a create of a deleted object, or a delete with
-// the live object's uid and resourceVersion as preconditions.
-func (s *Server) dryRunWrites(o storagekey.Object, cur, old *mvccpb.KeyValue) ([]Write, error) {
+// resourceVersion) to the restored content (and of its status, where the
+// restore writes it: statusWritten), a create of a deleted object, or a
+// delete with the live object's uid and resourceVersion as preconditions.
+func (s *Server) dryRunWrites(o storagekey.Object, cur, old *mvccpb.KeyValue, statusWritten bool) ([]Write, error) {
 	if old == nil {
 		obj, err := decodeObject(cur.Value)
 		if err != nil {
@@ -215,7 +368,7 @@ func (s *Server) dryRunWrites(o storagekey.Object, cur, old *mvccpb.KeyValue) ([
 		return nil, err
 	}
 	writes := []Write{{Method: http.MethodPut, Path: path, Body: body, ContentType: ct}}
-	if !bytes.Equal(obj.status(), live.status()) {
+	if statusWritten {
 		// An update through the object leaves its status as it is: a
 		// restore that changes it is also a write of the status
 		// subresource, which RBAC grants apart.

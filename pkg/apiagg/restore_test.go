@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -63,6 +66,47 @@ func (d *dryRuns) last(t *testing.T) apiagg.Write {
 		t.Fatal("no dry run was asked for")
 	}
 	return d.writes[len(d.writes)-1]
+}
+
+// cluster is a fake kube-apiserver for the store's own questions: the
+// resources with a status subresource, and the ClusterIPs its allocator
+// holds (ip -> owner, as "services ns/name").
+type cluster struct {
+	mu       sync.Mutex
+	status   map[string]bool
+	ips      map[string]string
+	released []string
+}
+
+func (c *cluster) HasStatus(_ context.Context, _, resource string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status[resource], nil
+}
+
+func (c *cluster) HoldIP(_ context.Context, ip, ns, name string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner := "services " + ns + "/" + name
+	switch have, ok := c.ips[ip]; {
+	case !ok:
+		c.ips[ip] = owner
+		return true, nil
+	case have == owner:
+		return false, nil
+	default:
+		return false, &apiagg.IPHeldError{IP: ip, Owner: have}
+	}
+}
+
+func (c *cluster) ReleaseIP(_ context.Context, ip, ns, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ips[ip] == "services "+ns+"/"+name {
+		delete(c.ips, ip)
+		c.released = append(c.released, ip)
+	}
+	return nil
 }
 
 // configMap is a ConfigMap in ns1 in JSON, as kube-apiserver stores a
@@ -204,7 +248,7 @@ func TestRestoreDryRun(t *testing.T) {
 
 	// Delete: preconditions on the live object.
 	restored := e.store.Rev()
-	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: 1}); code != http.StatusOK {
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: e.start}); code != http.StatusOK {
 		t.Fatalf("delete: %d %s", code, b)
 	}
 	w = e.dry.last(t)
@@ -265,7 +309,7 @@ func TestRestoreToAbsenceRefused(t *testing.T) {
 	e.grants.allow["root"] = e.grants.allow["del"]
 	rev := e.store.Rev()
 	for key, want := range map[string]string{ns: "kubectl delete namespace", cm: "example.com/keep"} {
-		code, b := e.restore("del", &historypb.Request{Key: []byte(key), Revision: 1})
+		code, b := e.restore("del", &historypb.Request{Key: []byte(key), Revision: e.start})
 		if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, want) {
 			t.Errorf("restore of %s to absence: %d %s, want 403 naming %q", key, code, b, want)
 		}
@@ -274,7 +318,7 @@ func TestRestoreToAbsenceRefused(t *testing.T) {
 		t.Fatal("a refused restore to absence wrote or asked for a dry run")
 	}
 	for _, key := range []string{ns, cm} {
-		if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: 1}, "system:masters"); code != http.StatusOK {
+		if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: e.start}, "system:masters"); code != http.StatusOK {
 			t.Errorf("a raw-access group's restore of %s to absence: %d %s", key, code, b)
 		}
 	}
@@ -366,7 +410,7 @@ func TestRestoreRawOnly(t *testing.T) {
 	}{
 		{cmKey, terminating, "its deletion had begun"},
 		{csrKey, first, "approval subresource"},
-		{sealed, 1, "cannot be read to tell whether finalizers guard it"},
+		{sealed, e.start, "cannot be read to tell whether finalizers guard it"},
 	} {
 		rev := e.store.Rev()
 		code, b := e.restore("carol", &historypb.Request{Key: []byte(c.key), Revision: c.rev})
@@ -379,44 +423,199 @@ func TestRestoreRawOnly(t *testing.T) {
 	}
 }
 
-// A restore that changes an object's status is also a write of its status
-// subresource, which RBAC grants apart: it is dry-run too, and a resource
-// without one (kube-apiserver's 404) needs none.
-func TestRestoreStatusDryRun(t *testing.T) {
+// A restore writes a status only as the caller may write it: a caller
+// with update on the status subresource brings the old status back
+// (dry-run as that write too); one without gets the old state with the
+// live status, as kube-apiserver's own update would leave it, and a
+// warning; a resource without a status subresource (kube-apiserver's
+// discovery) has no status to guard.
+func TestRestoreStatusNeedsTheSubresource(t *testing.T) {
 	e := newEnv(t)
 	key := "/registry/services/specs/ns1/web"
-	svc := func(ip string) string {
-		s := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: "u1"}}
+	svc := func(ip, selector string) *corev1.Service {
+		s := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: "u1"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": selector}, Type: corev1.ServiceTypeClusterIP}}
 		if ip != "" {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
 		}
-		return stored(t, s)
+		return s
 	}
-	first := e.put(key, svc("192.0.2.1"))
-	second := e.put(key, svc(""))
+	first := e.put(key, stored(t, svc("192.0.2.1", "old")))
+	e.put(key, stored(t, svc("", "new")))
+	e.cluster.status["services"] = true
 	e.grants.allow["carol"] = []string{"get services web in namespace ns1", "update services web in namespace ns1"}
+	e.grants.allow["dave"] = append(e.grants.allow["carol"], "update services/status web in namespace ns1")
+
+	code, b, h := e.as(e.proxy, "POST", base+"/restores", mustMarshal(t, &historypb.Request{Key: []byte(key), Revision: first}), "carol")
+	if code != http.StatusOK || !strings.Contains(h.Get("Warning"), "restored without its status") {
+		t.Fatalf("carol's restore: %d %s, warning %q", code, b, h.Get("Warning"))
+	}
+	got := current(t, e, key).(*corev1.Service)
+	if got.Spec.Selector["app"] != "old" || len(got.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("carol's restore wrote selector %v and status %v, want the old spec with the live status", got.Spec.Selector, got.Status)
+	}
+	for _, w := range e.dry.writes {
+		if strings.HasSuffix(w.Path, "/status") {
+			t.Errorf("a status dry run for a restore that writes none: %s", w)
+		}
+	}
+
+	// dave may write the status: it comes back as it was, dry-run as a
+	// status write, whose refusal refuses the restore.
 	e.dry.refuse = func(w apiagg.Write) error {
 		if strings.HasSuffix(w.Path, "/status") {
-			return apierrors.NewForbidden(schema.GroupResource{Resource: "services/status"}, "web", fmt.Errorf("cannot update services/status"))
+			return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", nil)
 		}
 		return nil
 	}
-	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first})
-	if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, "services/status") || e.store.Rev() != second {
-		t.Fatalf("a restore of a Service's old status: %d %s, want the status dry run's 403 and nothing written", code, b)
+	rev := e.store.Rev()
+	if code, b := e.restore("dave", &historypb.Request{Key: []byte(key), Revision: first}); code != http.StatusUnprocessableEntity || e.store.Rev() != rev {
+		t.Fatalf("dave's restore with the status dry run refused: %d %s, want 422 and nothing written", code, b)
 	}
 	if w := e.dry.last(t); w.Method != "PUT" || w.Path != "/api/v1/namespaces/ns1/services/web/status" {
 		t.Errorf("status dry run: %s", w)
 	}
-	// Where kube-apiserver serves no status subresource, field 3 is not a
-	// status: the object's own dry run decided.
-	e.dry.refuse = func(w apiagg.Write) error {
-		if strings.HasSuffix(w.Path, "/status") {
-			return apierrors.NewNotFound(schema.GroupResource{Resource: "services"}, "web")
-		}
-		return nil
+	e.dry.refuse = nil
+	if code, b := e.restore("dave", &historypb.Request{Key: []byte(key), Revision: first}); code != http.StatusOK {
+		t.Fatalf("dave's restore: %d %s", code, b)
 	}
+	if got := current(t, e, key).(*corev1.Service); len(got.Status.LoadBalancer.Ingress) != 1 {
+		t.Errorf("dave's restore wrote status %v, want the old one", got.Status)
+	}
+
+	// Deleted, then brought back: a create. carol may create but not
+	// write the status: it comes back with none.
+	e.del(key)
+	e.grants.allow["carol"] = append(e.grants.allow["carol"], "create services in namespace ns1")
 	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first}); code != http.StatusOK {
-		t.Fatalf("with no status subresource: %d %s", code, b)
+		t.Fatalf("carol's re-create: %d %s", code, b)
 	}
+	if got := current(t, e, key).(*corev1.Service); got.UID != "u1" || got.Spec.Selector["app"] != "old" || len(got.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("carol's re-create wrote %v %v %v, want the old object, uid and spec, without its status", got.UID, got.Spec.Selector, got.Status)
+	}
+
+	// Without a status subresource, status is the resource's own field.
+	e.cluster.status["services"] = false
+	e.put(key, stored(t, svc("", "new")))
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: first}); code != http.StatusOK {
+		t.Fatalf("carol's restore without a status subresource: %d %s", code, b)
+	}
+	if got := current(t, e, key).(*corev1.Service); len(got.Status.LoadBalancer.Ingress) != 1 {
+		t.Errorf("without a status subresource: status %v, want the old one", got.Status)
+	}
+}
+
+// A restore over an object whose deletion is in progress is refused when
+// it would clear or change its deletionTimestamp (but for the raw-access
+// groups): kube-apiserver's dry run of the update cannot see it.
+func TestRestoreDoesNotCancelADeletion(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/configmaps/ns1/going"
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns1", UID: "u1", Finalizers: []string{"example.com/cleanup"}}, Data: map[string]string{"v": "1"}}
+	before := e.put(key, stored(t, cm))
+	now := metav1.Now()
+	cm.DeletionTimestamp = &now
+	e.put(key, stored(t, cm))
+	e.grants.allow["carol"] = []string{"get configmaps going in namespace ns1", "update configmaps going in namespace ns1"}
+	e.grants.allow["root"] = e.grants.allow["carol"]
+	rev := e.store.Rev()
+	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: before})
+	if code != http.StatusForbidden || !strings.Contains(status(t, b).Message, "its deletion is in progress") || e.store.Rev() != rev {
+		t.Fatalf("a restore over a terminating object: %d %s, want 403 and nothing written", code, b)
+	}
+	if code, b := e.restore("root", &historypb.Request{Key: []byte(key), Revision: before}, "system:masters"); code != http.StatusOK {
+		t.Fatalf("a raw-access group's restore over a terminating object: %d %s", code, b)
+	}
+}
+
+// current decodes key's value now.
+func current(t *testing.T, e *env, key string) runtime.Object {
+	t.Helper()
+	res, err := e.store.Range(context.Background(), &pb.RangeRequest{Key: []byte(key)})
+	if err != nil || len(res.Kvs) != 1 {
+		t.Fatalf("%s: %v %v", key, res, err)
+	}
+	obj, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(res.Kvs[0].Value, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return obj
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A Service brought back comes back with what kube-apiserver holds for
+// it: its ClusterIPs held in the allocator first, its NodePorts set in
+// kube-apiserver's NodePort allocation in the restore's own revision; one
+// held by another object since refuses the restore (409), writes nothing,
+// and releases what was held for it.
+func TestRestoreHoldsAServicesAllocations(t *testing.T) {
+	e := newEnv(t)
+	ports := "/registry/ranges/servicenodeports"
+	e.put(ports, stored(t, &corev1.RangeAllocation{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "RangeAllocation"}, Range: "30000-32767"}))
+	key := "/registry/services/specs/ns1/web"
+	web := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: "u1"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.10", ClusterIPs: []string{"10.0.0.10", "fd00::10"},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 31000,
+			Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080}, {Port: 443, NodePort: 30443}}}}
+	made := e.put(key, stored(t, web))
+	e.del(key)
+	e.grants.allow["carol"] = []string{"get services web in namespace ns1", "create services in namespace ns1"}
+
+	// Another Service holds one of its ClusterIPs now.
+	e.cluster.ips["fd00::10"] = "services ns2/other"
+	rev := e.store.Rev()
+	code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: made})
+	if code != http.StatusConflict || !strings.Contains(status(t, b).Message, "fd00::10 is held by services ns2/other") || e.store.Rev() != rev {
+		t.Fatalf("a restore whose ClusterIP is taken: %d %s, want 409 and nothing written", code, b)
+	}
+	if _, held := e.cluster.ips["10.0.0.10"]; held || !slices.Contains(e.cluster.released, "10.0.0.10") {
+		t.Errorf("the ClusterIP held for the refused restore was not released: %v released %v", e.cluster.ips, e.cluster.released)
+	}
+	delete(e.cluster.ips, "fd00::10")
+
+	// A NodePort allocated since.
+	taken := &corev1.RangeAllocation{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "RangeAllocation"}, Range: "30000-32767", Data: bitmap(443)}
+	e.put(ports, stored(t, taken))
+	rev = e.store.Rev()
+	code, b = e.restore("carol", &historypb.Request{Key: []byte(key), Revision: made})
+	if code != http.StatusConflict || !strings.Contains(status(t, b).Message, "NodePort 30443") || e.store.Rev() != rev || len(e.cluster.ips) != 0 {
+		t.Fatalf("a restore whose NodePort is taken: %d %s, held %v; want 409, nothing written or held", code, b, e.cluster.ips)
+	}
+
+	taken.Data = bitmap(7)
+	e.put(ports, stored(t, taken))
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: made}); code != http.StatusOK {
+		t.Fatalf("the restore: %d %s", code, b)
+	}
+	if e.cluster.ips["10.0.0.10"] != "services ns1/web" || e.cluster.ips["fd00::10"] != "services ns1/web" {
+		t.Errorf("ClusterIPs held: %v", e.cluster.ips)
+	}
+	alloc := current(t, e, ports).(*corev1.RangeAllocation)
+	want := new(big.Int).SetBytes(bitmap(7, 80, 443, 1000))
+	if got := new(big.Int).SetBytes(alloc.Data); got.Cmp(want) != 0 || alloc.Range != "30000-32767" {
+		t.Errorf("NodePort allocation %s %x, want offsets 7, 80, 443 and 1000 set: %x", alloc.Range, got, want)
+	}
+	res, _ := e.store.Range(context.Background(), &pb.RangeRequest{Key: []byte(ports)})
+	svc, _ := e.store.Range(context.Background(), &pb.RangeRequest{Key: []byte(key)})
+	if res.Kvs[0].ModRevision != svc.Kvs[0].ModRevision {
+		t.Errorf("the allocation was written at %d, the Service at %d: want one revision", res.Kvs[0].ModRevision, svc.Kvs[0].ModRevision)
+	}
+}
+
+// bitmap is a NodePort allocation's data with these offsets set.
+func bitmap(offsets ...int) []byte {
+	b := new(big.Int)
+	for _, o := range offsets {
+		b.SetBit(b, o, 1)
+	}
+	return b.Bytes()
 }

@@ -49,6 +49,16 @@ func fromGRPC(err error) error {
 	return apierrors.NewInternalError(errors.New(st.Message()))
 }
 
+// asStatus is err as the API answers it: a Status the request's own
+// checks made, or the History service's answer (fromGRPC).
+func asStatus(err error) error {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return err
+	}
+	return fromGRPC(err)
+}
+
 // writeStatus writes err as a Status (any error that is not one is a 500).
 func writeStatus(w http.ResponseWriter, err error) {
 	var se apierrors.APIStatus

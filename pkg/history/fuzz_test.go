@@ -36,6 +36,11 @@ func FuzzRequest(f *testing.F) {
 		{Key: []byte("0"), Revision: 70, EndUnixMs: 6204},
 		{},
 	} {
+		if r.Continue != "" {
+			// A token of this very request, so that accepted tokens are
+			// among the seeds too.
+			r.Continue += "." + binding("log", r, "")
+		}
 		b, err := proto.Marshal(r)
 		if err != nil {
 			f.Fatal(err)
@@ -86,7 +91,7 @@ func FuzzRequest(f *testing.F) {
 			if q.Limit < 1 || q.Limit > MaxLogLimit || (r.Limit > 0 && int64(q.Limit) != min(r.Limit, MaxLogLimit)) {
 				t.Fatalf("Log %v read with limit %d", r, q.Limit)
 			}
-			if after, err := parseContinue(r.Continue, r.Descending); err != nil || after != q.After {
+			if after, err := parseLogContinue(r.Continue, r, binding("log", r, ""), st.rev); err != nil || after != q.After {
 				t.Fatalf("Log %v read after %+v, its token names %+v (%v)", r, q.After, after, err)
 			}
 		}
@@ -97,36 +102,70 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
-// FuzzContinue: any token parses or is refused without panicking, and one
-// that parses names a position the server writes back the same way.
+// FuzzContinue: any token, for any request, parses or is refused with
+// InvalidArgument without panicking. One that parses is the request's
+// own (its binding), names a position the server writes back the same
+// way, no later than the store's revision, and, for a range, a key inside
+// the range asked for; it is refused for the same request under another
+// scope, or in the other order.
 func FuzzContinue(f *testing.F) {
-	for _, tok := range []string{"", "1.0", "7.2", "0.0", "-1.3", "1.-1", "9223372036854775807.9223372036854775807", "1", "a.b", "1.2.3", "01.2", "+1.2", "7.2.desc", "7.desc", ".desc"} {
-		f.Add(tok)
+	for _, tok := range []string{"", "1.0", "7.2", "0.0", "-1.3", "1.-1", "9223372036854775807.9223372036854775807", "1", "a.b", "1.2.3", "01.2", "+1.2", "7.2.desc", "7.desc", ".desc", "7/L3JlZ2lzdHJ5Lw", "7/AA", "/", "7/"} {
+		f.Add([]byte("/registry/secrets/ns/"), []byte("/registry/secrets/ns0"), false, tok, true)
+		f.Add([]byte("/registry/secrets/ns/"), []byte{0}, true, tok, false)
 	}
-	f.Fuzz(func(t *testing.T, tok string) {
-		desc := strings.HasSuffix(tok, ".desc")
-		c, err := parseContinue(tok, desc)
-		if err != nil {
-			if status.Code(err) != codes.InvalidArgument {
-				t.Fatalf("%q: %v", tok, err)
+	const rev = 100
+	f.Fuzz(func(t *testing.T, key, end []byte, desc bool, tok string, bind bool) {
+		r := &historypb.Request{Key: key, RangeEnd: end, Descending: desc}
+		if bind && tok != "" {
+			// Half the inputs carry the request's own binding, so that the
+			// positions in them reach the checks behind it.
+			method := "log"
+			if strings.Contains(tok, "/") {
+				method = "get"
 			}
-			return
+			tok += "." + binding(method, r, "scope")
+		}
+		c, err := parseLogContinue(tok, r, binding("log", r, "scope"), rev)
+		switch {
+		case err != nil && status.Code(err) != codes.InvalidArgument:
+			t.Fatalf("log token %q: %v", tok, err)
+		case err == nil && tok == "" && c != (mvcc.LogCursor{}):
+			t.Fatalf("empty token read as %+v", c)
+		case err == nil && tok != "":
+			if c.Rev < 1 || c.Sub < 0 || c.Rev > rev {
+				t.Fatalf("log token %q read as %+v (store at %d)", tok, c, rev)
+			}
+			again, err := parseLogContinue(formatLogContinue(c, desc, binding("log", r, "scope")), r, binding("log", r, "scope"), rev)
+			if err != nil || again != c {
+				t.Fatalf("log token %q read as %+v, read back as %+v (%v)", tok, c, again, err)
+			}
+			if _, err := parseLogContinue(tok, r, binding("log", r, "other"), rev); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("log token %q was taken under another scope (%v)", tok, err)
+			}
+			other := proto.CloneOf(r)
+			other.Descending = !desc
+			if _, err := parseLogContinue(tok, other, binding("log", other, "scope"), rev); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("log token %q was taken for a page of the other order (%v)", tok, err)
+			}
 		}
 		if tok == "" {
-			if c != (mvcc.LogCursor{}) {
-				t.Fatalf("empty token read as %+v", c)
-			}
 			return
 		}
-		if c.Rev < 1 || c.Sub < 0 {
-			t.Fatalf("%q read as %+v", tok, c)
-		}
-		again, err := parseContinue(formatContinue(c, desc), desc)
-		if err != nil || again != c {
-			t.Fatalf("%q read as %+v, written as %q, read back as %+v (%v)", tok, c, formatContinue(c, desc), again, err)
-		}
-		if _, err := parseContinue(tok, !desc); status.Code(err) != codes.InvalidArgument {
-			t.Fatalf("%q was taken for a page of the other order (%v)", tok, err)
+		at, after, err := parseRangeContinue(tok, r, binding("get", r, "scope"), rev)
+		switch {
+		case err != nil && status.Code(err) != codes.InvalidArgument:
+			t.Fatalf("range token %q: %v", tok, err)
+		case err == nil:
+			if at < 1 || at > rev || !mvcc.NewKeyRange(key, end).Contains(after) || bytes.Compare(after, key) < 0 {
+				t.Fatalf("range token %q for [%q, %q) read as revision %d after %q", tok, key, end, at, after)
+			}
+			back := formatRangeContinue(at, after, binding("get", r, "scope"))
+			if at2, after2, err := parseRangeContinue(back, r, binding("get", r, "scope"), rev); err != nil || at2 != at || !bytes.Equal(after2, after) {
+				t.Fatalf("range token %q read as %d %q, read back as %d %q (%v)", tok, at, after, at2, after2, err)
+			}
+			if _, _, err := parseRangeContinue(tok, r, binding("get", r, "other"), rev); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("range token %q was taken under another scope (%v)", tok, err)
+			}
 		}
 	})
 }

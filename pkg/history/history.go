@@ -6,11 +6,8 @@ package history
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -53,6 +50,19 @@ type Service struct {
 
 // New returns the History service for store.
 func New(store Store) *Service { return &Service{store: store} }
+
+// Current is key as it is now (nil if absent), and the store's revision
+// it was read at.
+func (s *Service) Current(ctx context.Context, key []byte) (*mvccpb.KeyValue, int64, error) {
+	res, err := s.store.Range(ctx, &pb.RangeRequest{Key: key})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res.Kvs) == 1 {
+		return res.Kvs[0], res.Rev, nil
+	}
+	return nil, res.Rev, nil
+}
 
 // Register adds the service to g.
 func (s *Service) Register(g *grpc.Server) { historypb.RegisterHistoryServer(g, s) }
@@ -120,6 +130,45 @@ func pageLimit(r *historypb.Request, def int) (int, error) {
 	return int(min(r.Limit, MaxLogLimit)), nil
 }
 
+// Bounds narrows a request to what one caller may read. The zero Bounds
+// narrows nothing: the gRPC service's callers hold a client certificate
+// for the whole store, as etcd's do.
+type Bounds struct {
+	// Scope names who asks, and anything beside the request that decides
+	// what its pages hold (the aggregated API: the caller's identity and
+	// the changes filter): a continue token made under one scope is
+	// refused under another (token.go).
+	Scope string
+	// Keep filters a Log's changes (mvcc.LogQuery.Keep).
+	Keep func(key []byte, rev int64) mvcc.Verdict
+	// LogFrom is asked where a Log starts (its revision, or its time's;
+	// 0: the oldest retained), before anything is read: it returns where
+	// the Log may start, from itself or later (the changes before that
+	// are left out, as if not retained), or an error that ends the
+	// request as it is.
+	LogFrom func(from int64) (int64, error)
+	// CheckRev is asked of the revision a Get or a Restore reads, once it
+	// is resolved (from the request, its time, or its continue token),
+	// before anything is answered or written: an error it returns ends the
+	// request as it is.
+	CheckRev func(rev int64) error
+}
+
+func (b Bounds) checkRev(rev int64) error {
+	if b.CheckRev == nil {
+		return nil
+	}
+	return b.CheckRev(rev)
+}
+
+func (b Bounds) logFrom(from int64) (int64, error) {
+	if b.LogFrom == nil {
+		return from, nil
+	}
+	f, err := b.LogFrom(from)
+	return max(f, from), err
+}
+
 // readRevision resolves a request's revision or unix_ms (or neither: now).
 func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64, error) {
 	if len(r.Key) == 0 {
@@ -140,6 +189,11 @@ func (s *Service) readRevision(ctx context.Context, r *historypb.Request) (int64
 // Get returns the key as it was, or with range_end, a page of the keys of
 // the range as they were (getRange).
 func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
+	return s.GetWithin(ctx, r, Bounds{})
+}
+
+// GetWithin is Get within b.
+func (s *Service) GetWithin(ctx context.Context, r *historypb.Request, b Bounds) (*historypb.GetResponse, error) {
 	if err := restoreOnly(r); err != nil {
 		return nil, err
 	}
@@ -147,7 +201,7 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 		return nil, err
 	}
 	if len(r.RangeEnd) != 0 {
-		return s.getRange(ctx, r)
+		return s.getRange(ctx, r, b)
 	}
 	if r.Continue != "" {
 		return nil, invalid("continue is for Log and for Get of a range")
@@ -157,11 +211,17 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 		if err != nil {
 			return nil, toStatus(err)
 		}
+		if err := b.checkRev(rev); err != nil {
+			return nil, err
+		}
 		return &historypb.GetResponse{Revision: rev, Kv: kv}, nil
 	}
 	rev, err := s.readRevision(ctx, r)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if err := b.checkRev(rev); err != nil {
+		return nil, err
 	}
 	kv, err := s.store.KeyAt(ctx, r.Key, rev)
 	if err != nil {
@@ -173,15 +233,16 @@ func (s *Service) Get(ctx context.Context, r *historypb.Request) (*historypb.Get
 // Log lists retained changes, oldest first (or newest first), a page at a
 // time: at most limit entries and MaxLogBytes.
 func (s *Service) Log(ctx context.Context, r *historypb.Request) (*historypb.LogResponse, error) {
-	return s.LogKept(ctx, r, nil)
+	return s.LogWithin(ctx, r, Bounds{})
 }
 
-// LogKept is Log of the changes whose keys keep keeps (nil: all), asked
-// of each key before its value is read (mvcc.LogQuery.Keep). A page reads
-// at most a bounded number of changes, so it may hold fewer than limit
-// entries, none even, and still have a continue token. The aggregated API
-// lists this way only what its caller may list.
-func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(key []byte) bool) (*historypb.LogResponse, error) {
+// LogWithin is Log within b: of the changes from b.LogFrom on that b.Keep
+// takes (nil: all), asked of each change before its value is read
+// (mvcc.LogQuery.Keep). A filtered page reads at most a bounded number of
+// changes, so it may hold fewer than limit entries, none even, and still
+// have a continue token. The aggregated API lists this way only what its
+// caller may list.
+func (s *Service) LogWithin(ctx context.Context, r *historypb.Request, b Bounds) (*historypb.LogResponse, error) {
 	// The whole request is checked before the store is asked anything.
 	if len(r.Key) == 0 {
 		return nil, invalid("key is required")
@@ -199,10 +260,12 @@ func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(k
 	if err != nil {
 		return nil, err
 	}
-	after, err := parseContinue(r.Continue, r.Descending)
+	bind := binding("log", r, b.Scope)
+	after, err := parseLogContinue(r.Continue, r, bind, s.store.Rev())
 	if err != nil {
 		return nil, err
 	}
+	keep := b.Keep
 	kr := mvcc.NewKeyRange(r.Key, r.RangeEnd)
 	from := r.Revision
 	if r.UnixMs != 0 {
@@ -216,6 +279,18 @@ func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(k
 			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
 		}
 		from = rev
+	}
+	raised, err := b.logFrom(from)
+	if err != nil {
+		return nil, err
+	}
+	if raised != from {
+		if raised > s.store.Rev() {
+			// The bounds leave nothing to list: an empty page, as a
+			// window with no change is.
+			return &historypb.LogResponse{HeaderRevision: s.store.Rev()}, nil
+		}
+		from = raised
 	}
 	to := r.EndRevision
 	if r.EndUnixMs != 0 {
@@ -243,7 +318,7 @@ func (s *Service) LogKept(ctx context.Context, r *historypb.Request, keep func(k
 		resp.Entries[i] = ent
 	}
 	if page.More {
-		resp.Continue = formatContinue(page.Next, r.Descending)
+		resp.Continue = formatLogContinue(page.Next, r.Descending, bind)
 	}
 	return resp, nil
 }
@@ -265,43 +340,11 @@ func checkEnd(r *historypb.Request) error {
 	return nil
 }
 
-// A continue token is where a page stopped, "REV.SUB" (a descending
-// page's: "REV.SUB.desc"): opaque to clients, and valid on any replica
-// because it names a change, not a position in this server's memory. It
-// says its order, so that a page is never continued the other way, which
-// would skip or repeat the entries on one side of it.
-func formatContinue(c mvcc.LogCursor, descending bool) string {
-	if descending {
-		return fmt.Sprintf("%d.%d.desc", c.Rev, c.Sub)
-	}
-	return fmt.Sprintf("%d.%d", c.Rev, c.Sub)
-}
-
-func parseContinue(tok string, descending bool) (mvcc.LogCursor, error) {
-	if tok == "" {
-		return mvcc.LogCursor{}, nil
-	}
-	body, desc := strings.CutSuffix(tok, ".desc")
-	a, b, ok := strings.Cut(body, ".")
-	rev, err1 := strconv.ParseInt(a, 10, 64)
-	sub, err2 := strconv.ParseInt(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || rev < 1 || sub < 0 {
-		return mvcc.LogCursor{}, invalid("continue token %q is not one this server gave", tok)
-	}
-	switch {
-	case desc && !descending:
-		return mvcc.LogCursor{}, invalid("continue token %q is from a descending page: send descending with it", tok)
-	case !desc && descending:
-		return mvcc.LogCursor{}, invalid("continue token %q is from an ascending page: a descending Log starts without one", tok)
-	}
-	return mvcc.LogCursor{Rev: rev, Sub: sub}, nil
-}
-
 // getRange is Get over [key, range_end): the keys that existed at the
 // revision (or time), as they were then, by key, a page at a time. Its
 // continue token carries the revision read, so that every page of one
 // listing reads the same revision whatever the request says of it.
-func (s *Service) getRange(ctx context.Context, r *historypb.Request) (*historypb.GetResponse, error) {
+func (s *Service) getRange(ctx context.Context, r *historypb.Request, b Bounds) (*historypb.GetResponse, error) {
 	if len(r.Key) == 0 {
 		return nil, invalid("key is required")
 	}
@@ -312,10 +355,11 @@ func (s *Service) getRange(ctx context.Context, r *historypb.Request) (*historyp
 	if err != nil {
 		return nil, err
 	}
+	bind := binding("get", r, b.Scope)
 	var rev int64
 	var after []byte
 	if r.Continue != "" {
-		if rev, after, err = parseRangeContinue(r.Continue); err != nil {
+		if rev, after, err = parseRangeContinue(r.Continue, r, bind, s.store.Rev()); err != nil {
 			return nil, err
 		}
 		if r.Revision != 0 && r.Revision != rev {
@@ -324,27 +368,18 @@ func (s *Service) getRange(ctx context.Context, r *historypb.Request) (*historyp
 	} else if rev, err = s.readRevision(ctx, r); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := b.checkRev(rev); err != nil {
+		return nil, err
+	}
 	page, err := s.store.RangeAt(ctx, mvcc.RangeAtQuery{Range: mvcc.NewKeyRange(r.Key, r.RangeEnd), Rev: rev, After: after, Limit: limit, MaxBytes: MaxLogBytes})
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	resp := &historypb.GetResponse{Revision: rev, Kvs: page.Kvs}
 	if page.More {
-		resp.Continue = strconv.FormatInt(rev, 10) + "/" + base64.RawURLEncoding.EncodeToString(page.Next)
+		resp.Continue = formatRangeContinue(rev, page.Next, bind)
 	}
 	return resp, nil
-}
-
-// parseRangeContinue reads a range Get's token: "REV/KEY", the key
-// base64url-encoded.
-func parseRangeContinue(tok string) (int64, []byte, error) {
-	a, b, ok := strings.Cut(tok, "/")
-	rev, err1 := strconv.ParseInt(a, 10, 64)
-	key, err2 := base64.RawURLEncoding.DecodeString(b)
-	if !ok || err1 != nil || err2 != nil || rev < 1 || len(key) == 0 {
-		return 0, nil, invalid("continue token %q is not one this server gave for a range", tok)
-	}
-	return rev, key, nil
 }
 
 // Restore writes the key back as it was, through the same write path as
@@ -352,19 +387,34 @@ func parseRangeContinue(tok string) (int64, []byte, error) {
 // if_mod_revision, only a key still at that mod_revision is restored (or
 // found already as it was).
 func (s *Service) Restore(ctx context.Context, r *historypb.Request) (*historypb.RestoreResponse, error) {
-	return s.RestoreChecked(ctx, r, nil)
+	return s.RestoreChecked(ctx, r, Bounds{}, nil)
 }
 
 // RestoreCheck decides whether a restore may go on, given the key's state
 // now (cur, nil if absent) and the state it would write back (old, nil for
-// a delete). An error it returns ends the restore and is returned as it is.
-type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) error
+// a delete), and how it writes: nil writes old as it was. An error it
+// returns ends the restore and is returned as it is.
+type RestoreCheck func(ctx context.Context, cur, old *mvccpb.KeyValue) (*RestoreWrite, error)
 
-// RestoreChecked is Restore that asks check before every attempt, against
-// exactly the state the attempt's conditional write may replace: if the
-// key changes in between, the write fails and the next attempt asks again.
-// The aggregated API checks the caller's access to the object this way.
-func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, check RestoreCheck) (*historypb.RestoreResponse, error) {
+// RestoreWrite shapes the write of one attempt of a restore.
+type RestoreWrite struct {
+	// Value, when set, is written instead of the old state's value: the
+	// aggregated API writes an object back without what its caller may
+	// not write (a status).
+	Value []byte
+	// Also are writes made in the same transaction, and If the conditions
+	// they need beside the key's own: unless every one holds, nothing is
+	// written and the restore looks again.
+	Also []*pb.RequestOp
+	If   []*pb.Compare
+}
+
+// RestoreChecked is Restore within b that asks check before every
+// attempt, against exactly the state the attempt's conditional write may
+// replace: if the key changes in between, the write fails and the next
+// attempt asks again. The aggregated API checks the caller's access to
+// the object this way.
+func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, b Bounds, check RestoreCheck) (*historypb.RestoreResponse, error) {
 	if len(r.RangeEnd) != 0 {
 		return nil, invalid("range_end is for Log and Get: Restore writes one key")
 	}
@@ -380,6 +430,9 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 	rev, err := s.readRevision(ctx, r)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if err := b.checkRev(rev); err != nil {
+		return nil, err
 	}
 	old, err := s.store.KeyAt(ctx, r.Key, rev)
 	if err != nil {
@@ -399,19 +452,31 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 		if len(cur.Kvs) == 1 {
 			now = cur.Kvs[0]
 		}
+		w := &RestoreWrite{}
 		if check != nil {
 			// Before any answer: even "already as it was" shows the old value.
-			if err := check(ctx, now, old); err != nil {
+			shaped, err := check(ctx, now, old)
+			if err != nil {
 				return nil, err
+			}
+			if shaped != nil {
+				w = shaped
 			}
 		}
 		if err := unchanged(r, now); err != nil {
 			return nil, err
 		}
+		var value []byte
+		if old != nil {
+			value = old.Value
+			if w.Value != nil {
+				value = w.Value
+			}
+		}
 		var curMod int64
 		if now != nil {
 			curMod = now.ModRevision
-			if old != nil && bytes.Equal(now.Value, old.Value) {
+			if old != nil && bytes.Equal(now.Value, value) {
 				return resp, nil // already as it was
 			}
 		} else if old == nil {
@@ -419,13 +484,13 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, chec
 		}
 		op := &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: r.Key}}}
 		if old != nil {
-			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: old.Value}}}
+			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: value}}}
 		}
 		// Only over the state just read: a concurrent writer wins, and the
 		// restore looks again (with if_mod_revision, to refuse).
 		txn, err := s.store.Txn(ctx, &pb.TxnRequest{
-			Compare: []*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}},
-			Success: []*pb.RequestOp{op},
+			Compare: append([]*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}}, w.If...),
+			Success: append([]*pb.RequestOp{op}, w.Also...),
 		})
 		if err != nil {
 			return nil, toStatus(err)

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -149,7 +150,10 @@ func TestRequestValidation(t *testing.T) {
 		{"Get", &historypb.Request{UnixMs: 1000}, "key is required"},
 		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Limit: -1}, "limit must not be negative"},
 		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Continue: "7.3"}, "continue token"},
-		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6, Continue: "7/L2E"}, "of revision 7, not 6"},
+		{"Get", bound("get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6}, "7/L3JlZ2lzdHJ5L3BvZHMvYi94"), "of revision 7, not 6"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6, Continue: "6/L3JlZ2lzdHJ5L3BvZHMvYi94"}, "not one this server gave"},
+		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6, Continue: "6/L3JlZ2lzdHJ5L3BvZHMvYi94.AAAAAAAAAAAAAAAA"}, "not made for this request"},
+		{"Get", bound("get", &historypb.Request{Key: key, RangeEnd: []byte("z"), Revision: 6}, "6/L2E"), "outside the range"},
 		{"Get", &historypb.Request{Key: key, Continue: "7/L2E"}, "continue is for Log and for Get of a range"},
 		{"Get", &historypb.Request{Key: key, RangeEnd: []byte("z"), EndRevision: 5}, "for Log only"},
 		{"Get", &historypb.Request{Key: key, Descending: true}, "for Log only"},
@@ -171,8 +175,9 @@ func TestRequestValidation(t *testing.T) {
 		{"Log", &historypb.Request{Key: key, EndRevision: 5, EndUnixMs: 1000}, "not both"},
 		{"Log", &historypb.Request{Key: key, Revision: 6, EndRevision: 5}, "end_revision 5 is before revision 6"},
 		{"Log", &historypb.Request{Key: key, UnixMs: 2000, EndUnixMs: 2000}, "not after unix_ms"},
-		{"Log", &historypb.Request{Key: key, Descending: true, Continue: "7.3"}, "from an ascending page"},
-		{"Log", &historypb.Request{Key: key, Continue: "7.3.desc"}, "from a descending page"},
+		{"Log", bound("log", &historypb.Request{Key: key, Descending: true}, "7.3"), "from an ascending page"},
+		{"Log", &historypb.Request{Key: key, Descending: true, Continue: "7.3"}, "not made for this request"},
+		{"Log", bound("log", &historypb.Request{Key: key}, "7.3.desc"), "from a descending page"},
 
 		{"Restore", &historypb.Request{Revision: 3}, "key is required"},
 		{"Restore", &historypb.Request{Key: key}, "give the revision or unix_ms"},
@@ -260,11 +265,11 @@ func TestLogQuery(t *testing.T) {
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: MaxLogLimit}, calls: "Log"},
 		{name: "huge limit clamped", r: &historypb.Request{Key: []byte("a"), Limit: math.MaxInt64},
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), Limit: MaxLogLimit}, calls: "Log"},
-		{name: "continue", r: &historypb.Request{Key: []byte("a"), Revision: 5, Continue: "9.2"},
+		{name: "continue", r: bound("log", &historypb.Request{Key: []byte("a"), Revision: 5}, "9.2"),
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 5, After: mvcc.LogCursor{Rev: 9, Sub: 2}, Limit: DefaultLogLimit}, calls: "Log"},
 		{name: "from a time", r: &historypb.Request{Key: []byte("a"), UnixMs: 1700000000000},
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 8, Limit: DefaultLogLimit}, calls: "FirstRevisionFrom a 1700000000000; Log"},
-		{name: "to a revision, newest first", r: &historypb.Request{Key: []byte("a"), Revision: 3, EndRevision: 9, Descending: true, Continue: "9.1.desc"},
+		{name: "to a revision, newest first", r: bound("log", &historypb.Request{Key: []byte("a"), Revision: 3, EndRevision: 9, Descending: true}, "9.1.desc"),
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), FromRev: 3, ToRev: 9, Descending: true, After: mvcc.LogCursor{Rev: 9, Sub: 1}, Limit: DefaultLogLimit}, calls: "Log"},
 		{name: "up to a time", r: &historypb.Request{Key: []byte("a"), EndUnixMs: 1700000000000},
 			want: mvcc.LogQuery{Range: mvcc.NewKeyRange([]byte("a"), nil), ToRev: 7, Limit: DefaultLogLimit}, calls: "RevisionBefore a 1700000000000; Log"},
@@ -312,17 +317,126 @@ func TestLogEndingBeforeAnyChange(t *testing.T) {
 	}
 }
 
-// LogKept hands its filter to the store.
-func TestLogKeptPassesTheFilter(t *testing.T) {
+// LogWithin hands its filter to the store, and starts no earlier than
+// its bounds' LogFrom.
+func TestLogWithinPassesTheBounds(t *testing.T) {
 	f := &fakeStore{rev: 10}
 	asked := 0
-	if _, err := New(f).LogKept(context.Background(), &historypb.Request{Key: []byte("a"), RangeEnd: []byte("b")}, func([]byte) bool { asked++; return true }); err != nil {
+	keep := func([]byte, int64) mvcc.Verdict { asked++; return mvcc.Take }
+	from := func(int64) (int64, error) { return 5, nil }
+	if _, err := New(f).LogWithin(context.Background(), &historypb.Request{Key: []byte("a"), RangeEnd: []byte("b"), Revision: 2}, Bounds{Keep: keep, LogFrom: from}); err != nil {
 		t.Fatal(err)
 	}
-	if f.query.Keep == nil || !f.query.Keep([]byte("a")) || asked != 1 {
+	if f.query.Keep == nil || f.query.Keep([]byte("a"), 1) != mvcc.Take || asked != 1 {
 		t.Fatal("the store's query has not the filter")
 	}
+	if f.query.FromRev != 5 {
+		t.Errorf("a Log from 2 within From 5 read from %d", f.query.FromRev)
+	}
+	f.calls = nil
+	resp, err := New(f).LogWithin(context.Background(), &historypb.Request{Key: []byte("a")}, Bounds{LogFrom: func(int64) (int64, error) { return 11, nil }})
+	if err != nil || len(resp.Entries) != 0 || resp.Continue != "" || slices.Contains(f.calls, "Log") {
+		t.Errorf("a Log within From past the store's revision: %v %v after %q, want an empty page and no Log", resp, err, f.calls)
+	}
 }
+
+// A continue token is refused, before the store is asked, for any request
+// but the one it was made for: another key, range, revision, time, end,
+// order or scope; and a range token whose key lies outside the range, or
+// whose revision is past the store's, is refused even with a binding of
+// the request (a client can compute one).
+func TestContinueBoundToRequest(t *testing.T) {
+	base := &historypb.Request{Key: []byte("/registry/secrets/a/"), RangeEnd: []byte("/registry/secrets/a0"), Revision: 3, Limit: 1}
+	variants := map[string]func(r *historypb.Request){
+		"key":          func(r *historypb.Request) { r.Key = []byte("/registry/secrets/") },
+		"range_end":    func(r *historypb.Request) { r.RangeEnd = []byte{0} },
+		"revision":     func(r *historypb.Request) { r.Revision = 4 },
+		"end_revision": func(r *historypb.Request) { r.EndRevision = 9 },
+		"descending":   func(r *historypb.Request) { r.Descending = true },
+	}
+	f := &fakeStore{rev: 10, page: &mvcc.LogPage{HeaderRev: 10, More: true, Next: mvcc.LogCursor{Rev: 4, Sub: 0}},
+		rangePage: &mvcc.RangeAtPage{Kvs: []*mvccpb.KeyValue{{Key: []byte("/registry/secrets/a/x")}}, More: true, Next: []byte("/registry/secrets/a/x")}}
+	s := New(f)
+	ctx := context.Background()
+	lr, err := s.LogWithin(ctx, proto.CloneOf(base), Bounds{Scope: "alice"})
+	if err != nil || lr.Continue == "" {
+		t.Fatalf("log: %v %v", lr, err)
+	}
+	gr, err := s.GetWithin(ctx, proto.CloneOf(base), Bounds{Scope: "alice"})
+	if err != nil || gr.Continue == "" {
+		t.Fatalf("get: %v %v", gr, err)
+	}
+	// A Log's token is bound to its window; a range Get's carries its
+	// revision, and any later page reads it (one naming another is
+	// refused, below).
+	r := proto.CloneOf(base)
+	r.Revision, r.UnixMs, r.Continue = 0, 1700000000000, lr.Continue
+	if _, err := s.LogWithin(ctx, r, Bounds{Scope: "alice"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("log: token taken for a request from a time: %v", err)
+	}
+	r.Revision, r.UnixMs, r.Continue = 0, 0, gr.Continue
+	if _, err := s.GetWithin(ctx, r, Bounds{Scope: "alice"}); err != nil {
+		t.Errorf("get: a later page without the revision refused: %v", err)
+	}
+	for name, tok := range map[string]string{"log": lr.Continue, "get": gr.Continue} {
+		call := func(r *historypb.Request, scope string) error {
+			r.Continue = tok
+			f.calls = nil
+			var err error
+			if name == "log" {
+				_, err = s.LogWithin(ctx, r, Bounds{Scope: scope})
+			} else {
+				_, err = s.GetWithin(ctx, r, Bounds{Scope: scope})
+			}
+			if err != nil && (status.Code(err) != codes.InvalidArgument || len(f.calls) != 0) {
+				t.Errorf("%s: refused with %v after asking the store %q, want InvalidArgument before it", name, err, f.calls)
+			}
+			return err
+		}
+		if err := call(proto.CloneOf(base), "alice"); err != nil {
+			t.Errorf("%s: its own token refused: %v", name, err)
+		}
+		r := proto.CloneOf(base)
+		r.Limit = 7
+		if err := call(r, "alice"); err != nil {
+			t.Errorf("%s: its own token with another limit refused: %v", name, err)
+		}
+		if call(proto.CloneOf(base), "mallory") == nil {
+			t.Errorf("%s: token taken under another scope", name)
+		}
+		for field, change := range variants {
+			r := proto.CloneOf(base)
+			change(r)
+			if call(r, "alice") == nil {
+				t.Errorf("%s: token taken for a request with another %s", name, field)
+			}
+		}
+	}
+	// Positions outside the request's range or past the store, bound to
+	// the request as a client could bind them.
+	for _, pos := range []string{"3/" + b64("/registry/"), "3/" + b64("/registry/secrets/a0"), "3/" + b64("/registry/secrets/b/x"), "11/" + b64("/registry/secrets/a/x")} {
+		r := proto.CloneOf(base)
+		r.Continue = pos + "." + binding("get", r, "alice")
+		f.calls = nil
+		if _, err := s.GetWithin(ctx, r, Bounds{Scope: "alice"}); status.Code(err) != codes.InvalidArgument || len(f.calls) != 0 {
+			t.Errorf("range token at %s: %v after asking the store %q, want InvalidArgument before it", pos, err, f.calls)
+		}
+	}
+	r = proto.CloneOf(base)
+	r.Continue = "11.0." + binding("log", r, "alice")
+	if _, err := s.LogWithin(ctx, r, Bounds{Scope: "alice"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("log token past the store's revision: %v, want InvalidArgument", err)
+	}
+}
+
+// bound is r with a continue token at pos, bound to r as the server binds
+// its own (no scope).
+func bound(method string, r *historypb.Request, pos string) *historypb.Request {
+	r.Continue = pos + "." + binding(method, r, "")
+	return r
+}
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 // A range Get reads the revision asked (or its continue token's) with
 // the default page of keys, and hands its continue token on.
@@ -336,7 +450,7 @@ func TestGetRange(t *testing.T) {
 		t.Fatalf("answer %v after %+v", resp, f.rangeQuery)
 	}
 	f.rangePage = &mvcc.RangeAtPage{}
-	resp, err = New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Continue: resp.Continue, Limit: 20000})
+	resp, err = New(f).Get(context.Background(), &historypb.Request{Key: []byte("a/"), RangeEnd: []byte("a0"), Revision: 6, Continue: resp.Continue, Limit: 20000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,25 +522,32 @@ func TestLogPages(t *testing.T) {
 func TestContinueTokens(t *testing.T) {
 	for _, c := range []mvcc.LogCursor{{Rev: 1, Sub: 0}, {Rev: 7, Sub: 3}, {Rev: math.MaxInt64, Sub: math.MaxInt64}} {
 		for _, desc := range []bool{false, true} {
-			tok := formatContinue(c, desc)
-			got, err := parseContinue(tok, desc)
+			r := &historypb.Request{Key: []byte("a"), Descending: desc}
+			bind := binding("log", r, "")
+			tok := formatLogContinue(c, desc, bind)
+			got, err := parseLogContinue(tok, r, bind, math.MaxInt64)
 			if err != nil || got != c {
-				t.Errorf("parseContinue(formatContinue(%+v, %v) = %q) = %+v, %v", c, desc, tok, got, err)
+				t.Errorf("parseLogContinue(formatLogContinue(%+v, %v) = %q) = %+v, %v", c, desc, tok, got, err)
 			}
 			// A page is never continued in the other order.
-			_, err = parseContinue(tok, !desc)
+			other := &historypb.Request{Key: []byte("a"), Descending: !desc}
+			_, err = parseLogContinue(tok, other, binding("log", other, ""), math.MaxInt64)
 			wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
 		}
 	}
-	if got, err := parseContinue("", true); err != nil || got != (mvcc.LogCursor{}) {
-		t.Errorf(`parseContinue("") = %+v, %v; want the start`, got, err)
+	r := &historypb.Request{Key: []byte("a")}
+	bind := binding("log", r, "")
+	if got, err := parseLogContinue("", r, bind, 10); err != nil || got != (mvcc.LogCursor{}) {
+		t.Errorf(`parseLogContinue("") = %+v, %v; want the start`, got, err)
 	}
-	for _, tok := range []string{
+	for _, pos := range []string{
 		"x", "7", "7.", ".3", "7.3.1", "a.b", "7.b", "0.0", "-1.0", "7.-1", " 7.3", "7.3 ", "7,3",
-		"99999999999999999999.0", "7.99999999999999999999",
+		"99999999999999999999.0", "7.99999999999999999999", "7.3.desc", "11.0",
 	} {
-		_, err := parseContinue(tok, false)
-		wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
+		for _, tok := range []string{pos, pos + "." + bind} {
+			_, err := parseLogContinue(tok, r, bind, 10)
+			wantStatus(t, err, codes.InvalidArgument, fmt.Sprintf("continue token %q", tok))
+		}
 	}
 }
 
@@ -605,8 +726,11 @@ func TestRestoreIfModRevision(t *testing.T) {
 				f.fails = 1
 			}
 			checks := 0
-			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) error { checks++; return nil }
-			resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4, IfModRevision: proto.Int64(tc.ifMod)}, check)
+			check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) {
+				checks++
+				return nil, nil
+			}
+			resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4, IfModRevision: proto.Int64(tc.ifMod)}, Bounds{}, check)
 			if tc.refused != "" {
 				wantStatus(t, err, codes.Aborted, tc.refused)
 			} else if err != nil {
@@ -631,5 +755,38 @@ func TestRestoreIfModRevision(t *testing.T) {
 				t.Fatalf("%d access checks, want %d", checks, attempts)
 			}
 		})
+	}
+}
+
+// A check shapes the write: the value it gives is written instead of the
+// old state's, in one transaction with its other writes and conditions;
+// a state already equal to that value is left alone.
+func TestRestoreCheckShapesTheWrite(t *testing.T) {
+	old := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("old, with status"), ModRevision: 4}
+	cur := &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("now"), ModRevision: 9}
+	f := &fakeStore{rev: 10, kvAt: map[int64]*mvccpb.KeyValue{4: old, 11: {Key: []byte("k"), Value: []byte("old, without")}}, current: cur}
+	also := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("other"), Value: []byte("x")}}}
+	cond := &pb.Compare{Key: []byte("other"), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 3}}
+	check := func(context.Context, *mvccpb.KeyValue, *mvccpb.KeyValue) (*RestoreWrite, error) {
+		return &RestoreWrite{Value: []byte("old, without"), Also: []*pb.RequestOp{also}, If: []*pb.Compare{cond}}, nil
+	}
+	resp, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4}, Bounds{}, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.txns) != 1 {
+		t.Fatalf("%d transactions", len(f.txns))
+	}
+	txn := f.txns[0]
+	if len(txn.Success) != 2 || string(txn.Success[0].GetRequestPut().Value) != "old, without" || txn.Success[1] != also ||
+		len(txn.Compare) != 2 || txn.Compare[1] != cond {
+		t.Errorf("transaction %v, want the shaped value, the other write and its condition", txn)
+	}
+	if string(resp.Kv.GetValue()) != "old, without" || resp.NewRevision != 11 {
+		t.Errorf("answer %v, want the value as written", resp)
+	}
+	f.current, f.txns = &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("old, without"), ModRevision: 11}, nil
+	if _, err := New(f).RestoreChecked(context.Background(), &historypb.Request{Key: []byte("k"), Revision: 4}, Bounds{}, check); err != nil || len(f.txns) != 0 {
+		t.Errorf("a key already at the shaped value: %v, %d transactions; want none", err, len(f.txns))
 	}
 }

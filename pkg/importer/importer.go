@@ -1,8 +1,9 @@
 // Package importer reads the live state of another store that serves the
 // etcd API, at one revision, for mvcc.Import: a kine database (SQLite, as
-// k3s keeps it in state.db, or PostgreSQL) read directly from its table,
-// or a running etcd read through the etcd API. Sources only read: a kine
-// database is opened read-only, in one read-only transaction.
+// k3s keeps it in state.db, PostgreSQL, or MySQL and MariaDB) read
+// directly from its table, or a running etcd read through the etcd API.
+// Sources only read: a kine database is opened read-only, in one read-only
+// transaction.
 package importer
 
 import (

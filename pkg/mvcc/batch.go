@@ -6,15 +6,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// Statements that more than one path runs (the SQLite batch, Range's
-// read of one key, an import): SQL every dialect accepts.
-const (
-	sqlSetRev        = `UPDATE meta SET value = ? WHERE name = 'rev'`
-	sqlSetLastUnixMs = `UPDATE meta SET value = ? WHERE name = 'last_unix_ms'`
-	sqlGetCurrent    = `SELECT ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease FROM current c WHERE c.key = ?`
-	sqlInsertPut     = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`
-)
-
 // batcher opens the transaction of each write batch. Which one a store
 // uses is decided once, when it opens: a sqliteBatcher where this process
 // is the only writer (SQLite), a replicaBatcher where replicas share the

@@ -93,7 +93,7 @@ func (b *replicaBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, 
 	}
 	start, err := tx.lock()
 	if err != nil {
-		release(conn, false)
+		release(conn, b.s.sql.ReplicaBatch.Rollback, false)
 		b.forget(err)
 		return nil, BatchStart{}, err
 	}
@@ -154,13 +154,14 @@ func (t *replicaTx) lock() (BatchStart, error) {
 }
 
 // release returns the writer's connection to its pool, after rolling back
-// whatever transaction is open on it unless the batch committed. A
+// (rollback, ReplicaBatchSQL's) whatever transaction is open on it unless
+// the batch committed. A
 // connection that cannot roll back is closed instead: the pool must never
 // hand out one inside a transaction.
-func release(conn *sql.Conn, committed bool) {
+func release(conn *sql.Conn, rollback string, committed bool) {
 	if !committed {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		_, err := conn.ExecContext(ctx, "ROLLBACK")
+		_, err := conn.ExecContext(ctx, rollback)
 		cancel()
 		if err != nil {
 			conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -212,7 +213,7 @@ func (t *replicaTx) q() querier {
 	if err := t.begun(); err != nil {
 		return failedQuerier{err}
 	}
-	return binder{on: t.conn, d: t.b.s.d}
+	return t.conn
 }
 
 func (t *replicaTx) get(key []byte) (*mvccpb.KeyValue, error) {
@@ -227,7 +228,7 @@ func (t *replicaTx) get(key []byte) (*mvccpb.KeyValue, error) {
 	}
 	// Not named by the batch's compares or puts (a single-key delete, say):
 	// nothing of the batch's own writes can be pending for it.
-	kv, err := getCurrent(t.ctx, t.q(), key)
+	kv, err := getCurrent(t.ctx, t.q(), &t.b.s.sql.Current, key)
 	if err == nil {
 		t.rows[string(key)] = kv
 	}
@@ -239,7 +240,7 @@ func (t *replicaTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
 	if err := t.flush(); err != nil {
 		return nil, err
 	}
-	return scanCurrent(t.ctx, t.q(), t.b.s.q, kr, lease)
+	return scanCurrent(t.ctx, t.q(), &t.b.s.sql.Current, kr, lease)
 }
 
 func (t *replicaTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
@@ -316,7 +317,7 @@ func (t *replicaTx) leaseExpired(id int64) (bool, error) {
 func (t *replicaTx) commit(end batchEnd) error {
 	b := t.b
 	if t.failed != nil {
-		release(t.conn, false)
+		release(t.conn, b.s.sql.ReplicaBatch.Rollback, false)
 		b.forget(t.failed)
 		return t.failed
 	}
@@ -344,7 +345,7 @@ func (t *replicaTx) commit(end batchEnd) error {
 	}
 	// The sentinels themselves come after a COMMIT of nothing: the
 	// connection is out of its transaction, and needs no ROLLBACK.
-	release(t.conn, err == nil || err == ErrAssumption || err == ErrAssumedRows)
+	release(t.conn, b.s.sql.ReplicaBatch.Rollback, err == nil || err == ErrAssumption || err == ErrAssumedRows)
 	if err != nil {
 		b.forget(err)
 	}
@@ -371,7 +372,7 @@ func (b *replicaBatcher) remember(end batchEnd, rows staged) {
 }
 
 func (t *replicaTx) rollback() {
-	release(t.conn, false)
+	release(t.conn, t.b.s.sql.ReplicaBatch.Rollback, false)
 	err := t.failed
 	if err == nil {
 		// A failure other than a row the batch assumed: nothing was

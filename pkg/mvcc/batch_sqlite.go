@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,43 +18,14 @@ import (
 // rows come from the live index when it serves, or else from one read of
 // every key the batch names, before its first request.
 
-// The SQLite batch's statements (with batch.go's shared ones), prepared
-// once on the writer's connection. This path runs only where this process
-// is the database's one writer, SQLite, so its statements may use what
-// only SQLite accepts (sqlInsertDeletes' OR FAIL).
-const (
-	sqlSetCompact    = `UPDATE meta SET value = ? WHERE name = 'compact'`
-	sqlInsertDelete  = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, NULL, 0, 0, 0, 1, ?)`
-	sqlDeleteCurrent = `DELETE FROM current WHERE key = ?`
-	sqlUpsertCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
-	// A range delete's steps: the log's delete rows for the live keys in
-	// [first, last], numbered in key order from sub, then the keys. OR
-	// FAIL spares SQLite the statement journal it keeps for an INSERT ...
-	// SELECT, to undo that statement alone if a constraint stops it
-	// midway: a batch whose statement fails is rolled back whole
-	// (writer.transact), so the journal was never needed, and writing it
-	// was 14% of the range delete's CPU in BenchmarkDeleteRange20k.
-	sqlInsertDeletes  = `INSERT OR FAIL INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) SELECT ?, ? + row_number() OVER (ORDER BY key) - 1, key, NULL, 0, 0, 0, 1, ? FROM current WHERE key >= ? AND key <= ? ORDER BY key`
-	sqlDeleteCurrents = `DELETE FROM current WHERE key >= ? AND key <= ?`
-	sqlMeta           = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact'), (SELECT value FROM meta WHERE name = 'last_unix_ms')`
-)
-
-// prefetchSizes are the key counts a batch reads current rows for in one
-// statement (prefetchSQL), when no live index serves them: a batch reads
-// its keys in statements of the largest, and the rest in the smallest that
-// holds them (the last key repeated to fill it). One statement replaces a
-// statement per key, and SQLite seeks the keys in order.
-var prefetchSizes = []int{8, 64, 256}
-
-var prefetchSQL = func() (qs []string) {
-	for _, n := range prefetchSizes {
-		qs = append(qs, `SELECT `+liveCols+` FROM current c WHERE c.key IN (?`+strings.Repeat(`, ?`, n-1)+`)`)
-	}
-	return qs
-}()
-
-var sqliteBatchSQL = append([]string{sqlSetRev, sqlSetLastUnixMs, sqlSetCompact, sqlGetCurrent, sqlInsertPut, sqlInsertDelete, sqlDeleteCurrent, sqlUpsertCurrent, sqlInsertDeletes, sqlDeleteCurrents, sqlLeaseExists, sqlInsertLease, sqlDeleteLease},
-	prefetchSQL...)
+// The batch's statements (BatchSQL, CurrentSQL's and LeaseSQL's) are
+// prepared once on the writer's one connection, when the store opens
+// (stmt.go). Without a live index, a batch reads the current rows of the
+// keys it names before its first request, in statements of
+// PrefetchSizes keys (BatchSQL.Prefetch): its keys in statements of the
+// largest, and the rest in the smallest that holds them (the last key
+// repeated to fill it). One statement replaces a statement per key, and
+// SQLite seeks the keys in order.
 
 type sqliteBatcher struct {
 	s    *Store
@@ -139,13 +109,8 @@ const (
 // connection checkpoints after an ordinary commit.
 const bulkBytes = 16 << 20
 
-func newSQLiteBatcher(ctx context.Context, s *Store, st BatchStart) (*sqliteBatcher, error) {
-	// One writer connection: statements prepared on it now are reused by
-	// every batch's transaction without being parsed again.
-	if err := s.wstmts.warm(ctx, sqliteBatchSQL...); err != nil {
-		return nil, err
-	}
-	return &sqliteBatcher{s: s, last: st, tickAt: s.opts.Now()}, nil
+func newSQLiteBatcher(s *Store, st BatchStart) *sqliteBatcher {
+	return &sqliteBatcher{s: s, last: st, tickAt: s.opts.Now()}
 }
 
 func (b *sqliteBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, BatchStart, error) {
@@ -160,7 +125,7 @@ func (b *sqliteBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, B
 	}
 	start := b.last
 	if b.uncertain {
-		if err := tx.tx.QueryRowContext(ctx, sqlMeta).Scan(&start.Rev, &start.Compact, &start.LastUnixMs); err != nil {
+		if err := tx.tx.QueryRowContext(ctx, b.s.sql.Batch.Start).Scan(&start.Rev, &start.Compact, &start.LastUnixMs); err != nil {
 			sqltx.Rollback()
 			return nil, BatchStart{}, err
 		}
@@ -186,14 +151,14 @@ func (b *sqliteBatcher) begin(ctx context.Context, reqs []*writeReq) (batchTx, B
 // anything, so that get answers them without a statement each.
 func (t *sqliteTx) prefetch(keys [][]byte) error {
 	for len(keys) > 0 {
-		i := len(prefetchSizes) - 1
-		for j, size := range prefetchSizes {
+		i := len(PrefetchSizes) - 1
+		for j, size := range PrefetchSizes {
 			if size >= len(keys) {
 				i = j
 				break
 			}
 		}
-		n := prefetchSizes[i]
+		n := PrefetchSizes[i]
 		chunk := keys[:min(n, len(keys))]
 		keys = keys[len(chunk):]
 		args := make([]any, n)
@@ -203,7 +168,7 @@ func (t *sqliteTx) prefetch(keys [][]byte) error {
 		for _, k := range chunk {
 			t.rows[string(k)] = nil
 		}
-		err := eachCurrent(t.ctx, t.tx, prefetchSQL[i], args, func(kv *mvccpb.KeyValue) bool {
+		err := eachCurrent(t.ctx, t.tx, t.b.s.sql.Batch.Prefetch[i], args, func(kv *mvccpb.KeyValue) bool {
 			t.rows[string(kv.Key)] = kv
 			return true
 		})
@@ -326,7 +291,7 @@ func (t *sqliteTx) get(key []byte) (*mvccpb.KeyValue, error) {
 		return kv, nil
 	}
 	t.b.rowReads.Add(1)
-	kv, err := getCurrent(t.ctx, t.tx, key)
+	kv, err := getCurrent(t.ctx, t.tx, &t.b.s.sql.Current, key)
 	if err == nil {
 		t.rows[string(key)] = kv
 	}
@@ -335,15 +300,15 @@ func (t *sqliteTx) get(key []byte) (*mvccpb.KeyValue, error) {
 
 func (t *sqliteTx) scan(kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
 	// The transaction sees this batch's writes: they went out as made.
-	return scanCurrent(t.ctx, t.tx, t.b.s.q, kr, lease)
+	return scanCurrent(t.ctx, t.tx, &t.b.s.sql.Current, kr, lease)
 }
 
 func (t *sqliteTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
-	if _, err := t.tx.ExecContext(t.ctx, sqlInsertPut,
+	if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.InsertPut,
 		kv.ModRevision, sub, kv.Key, kv.Value, kv.CreateRevision, kv.Version, kv.Lease, unixMs); err != nil {
 		return err
 	}
-	if _, err := t.tx.ExecContext(t.ctx, sqlUpsertCurrent,
+	if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.UpsertCurrent,
 		kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease); err != nil {
 		return err
 	}
@@ -352,10 +317,10 @@ func (t *sqliteTx) put(kv *mvccpb.KeyValue, sub, unixMs int64) error {
 }
 
 func (t *sqliteTx) del(key []byte, rev, sub, unixMs int64) error {
-	if _, err := t.tx.ExecContext(t.ctx, sqlInsertDelete, rev, sub, key, unixMs); err != nil {
+	if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.InsertDelete, rev, sub, key, unixMs); err != nil {
 		return err
 	}
-	if _, err := t.tx.ExecContext(t.ctx, sqlDeleteCurrent, key); err != nil {
+	if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.DeleteCurrent, key); err != nil {
 		return err
 	}
 	t.rows[string(key)] = nil
@@ -375,15 +340,15 @@ func (t *sqliteTx) commit(end batchEnd) error {
 		return err
 	}
 	if end.rev != end.start.Rev {
-		if _, err := t.tx.ExecContext(t.ctx, sqlSetRev, end.rev); err != nil {
+		if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.SetRev, end.rev); err != nil {
 			return fail(err)
 		}
-		if _, err := t.tx.ExecContext(t.ctx, sqlSetLastUnixMs, end.unixMs); err != nil {
+		if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.SetLastUnixMs, end.unixMs); err != nil {
 			return fail(err)
 		}
 	}
 	if end.compact != end.start.Compact {
-		if _, err := t.tx.ExecContext(t.ctx, sqlSetCompact, end.compact); err != nil {
+		if _, err := t.tx.ExecContext(t.ctx, t.b.s.sql.Batch.SetCompact, end.compact); err != nil {
 			return fail(err)
 		}
 	}

@@ -154,7 +154,7 @@ func (s *Store) accountHistory(ctx context.Context) error {
 		}
 		s.accounted = max(from-1, 0)
 	}
-	q := s.sql.budget.history
+	q := s.sql.Budget.History
 	head := s.Rev()
 	for s.accounted < head {
 		upper := min(s.accounted+budgetScanRevs, head)
@@ -249,15 +249,4 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want bytes or a number with a unit (512Mi, 2Gi, 500M)", s)
 	}
 	return int64(n * float64(mult)), nil
-}
-
-// budgetSQL is the byte budget's accounting read, bound for the store's
-// dialect.
-type budgetSQL struct {
-	history string
-}
-
-func bindBudgetSQL(d Dialect) budgetSQL {
-	return budgetSQL{history: d.Bind(`SELECT rev, key, octet_length(key) + COALESCE(octet_length(value), 0), version, deleted
-		FROM log WHERE rev > ? AND rev <= ? ORDER BY rev, sub`)}
 }

@@ -11,8 +11,8 @@ import (
 // A range delete in a batch on SQLite with a live index (sqliteTx).
 
 // deleteStep bounds the keys one statement of a range delete removes.
-// Nothing in SQLite holds a step's rows any more (sqlInsertDeletes keeps
-// no statement journal, and its numbering window drops each row once
+// Nothing in SQLite holds a step's rows any more (BatchSQL.InsertDeletes
+// keeps no statement journal, and its numbering window drops each row once
 // numbered), but one statement for 20,000 keys still took 4-8% longer than
 // steps of 2,000 (docs/benchmarks/range-delete.md).
 const deleteStep = 2000
@@ -37,8 +37,8 @@ func (t *sqliteTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 			sql  string
 			args []any
 		}{
-			{sqlInsertDeletes, []any{rev, sub + int64(i), unixMs, first, last}},
-			{sqlDeleteCurrents, []any{first, last}},
+			{t.b.s.sql.Batch.InsertDeletes, []any{rev, sub + int64(i), unixMs, first, last}},
+			{t.b.s.sql.Batch.DeleteCurrents, []any{first, last}},
 		} {
 			res, err := t.tx.ExecContext(t.ctx, q.sql, q.args...)
 			if err != nil {

@@ -10,8 +10,9 @@ import (
 )
 
 // Dialect is what differs between database engines (pkg/drivers/sqlite,
-// pkg/drivers/postgres). The engine writes portable SQL with ?
-// placeholders; Bind rewrites them where needed.
+// pkg/drivers/postgres, pkg/drivers/mysql): the connections, the schema,
+// and every statement the engine runs, which each dialect writes out in
+// its own syntax (Statements, ADR-039).
 type Dialect interface {
 	Name() string
 	// Open returns a pool of exactly one connection for the writer and a
@@ -20,15 +21,10 @@ type Dialect interface {
 	// Migrations are the schema versions in order: Migrations()[i] takes
 	// the schema from version i to i+1.
 	Migrations() [][]string
-	// Bind rewrites ? placeholders to the engine's own.
-	Bind(query string) string
-	// LogByRev is the log table as a FROM item read through its (rev, sub)
-	// index, for "keys changed since revision R": a planner that scans the
-	// (key, rev) index instead reads the whole history.
-	LogByRev(alias string) string
-	// LogByKey is the log table as a FROM item read through its (key, rev)
-	// index, for the changes of a narrow key range (logpage.go).
-	LogByKey(alias string) string
+	// Statements is every statement the engine runs, in the dialect's
+	// syntax. The engine reads it once, when a store or an import opens,
+	// and never changes it.
+	Statements() *Statements
 	// Size reports the database's size on disk and the part of it in use.
 	Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error)
 	// Defragment reclaims the space of deleted rows: returned to the file
@@ -38,6 +34,18 @@ type Dialect interface {
 	// reading the database without changing it: an import checks that
 	// nothing else is there before it writes anything (import.go).
 	Tables(ctx context.Context) ([]string, error)
+}
+
+// TextProtocol is implemented by dialects whose driver sends every
+// statement as text, its arguments written in (go-sql-driver/mysql's
+// interpolateParams), rather than prepared on the server: the engine then
+// prepares none and runs each by its text, one round trip, as a prepared
+// statement's execution would be. The texts are still the dialect's
+// Statements, fixed when the store opens. (MariaDB 10.11 fails the second
+// execution of a prepared statement whose correlated subquery reads a
+// merged derived table: "Unknown column", ADR-039.)
+type TextProtocol interface {
+	TextProtocol()
 }
 
 // Checkpointer is implemented by dialects that commit to a write-ahead log
@@ -270,4 +278,10 @@ type Querier interface {
 // Execer is a pool or a transaction.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// isReplica reports whether several processes may write d's database.
+func isReplica(d Dialect) bool {
+	_, ok := d.(ReplicaDialect)
+	return ok
 }

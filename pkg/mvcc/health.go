@@ -16,7 +16,7 @@ func (s *Store) CheckDatabase(ctx context.Context) error {
 		return ErrClosed
 	}
 	var rev int64
-	if err := s.rdb.QueryRowContext(ctx, revSQL).Scan(&rev); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, s.sql.Meta.Rev).Scan(&rev); err != nil {
 		return fmt.Errorf("read the revision: %w", err)
 	}
 	return nil
@@ -56,7 +56,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 		return ErrClosed
 	}
 	var have int64
-	if err := s.rdb.QueryRowContext(ctx, s.sql.schema.version).Scan(&have); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, s.sql.Schema.Version).Scan(&have); err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
 	if want := int64(len(s.d.Migrations())); have != want {

@@ -20,25 +20,6 @@ type Floor struct {
 	UnixMs int64
 }
 
-// History's reads, each one row, run through readRow's prepared
-// statements on the reader pool.
-const (
-	// logStartSQL is the commit time of the oldest log row.
-	logStartSQL = `SELECT MIN(unix_ms) FROM log`
-	// revAtTimeSQL is the newest revision committed at or before a time.
-	revAtTimeSQL = `SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`
-	// keyAtTimeSQL is revAtTimeSQL and a key's row as of that revision.
-	keyAtTimeSQL = `SELECT t.rev, l.rev, l.value, l.create_rev, l.version, l.lease, l.deleted
-		FROM (SELECT (SELECT rev FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1) AS rev) t
-		LEFT JOIN log l ON l.id = (SELECT x.id FROM log x WHERE x.key = ? AND x.rev <= t.rev ORDER BY x.rev DESC LIMIT 1)`
-	// revFromTimeSQL is the oldest revision committed at or after a time.
-	revFromTimeSQL = `SELECT rev FROM log WHERE unix_ms >= ? ORDER BY unix_ms, rev LIMIT 1`
-	// revBeforeTimeSQL is the newest revision committed before a time.
-	revBeforeTimeSQL = `SELECT rev FROM log WHERE unix_ms < ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`
-	// keyAsOfSQL is a key's newest row at or before a revision.
-	keyAsOfSQL = `SELECT rev, value, create_rev, version, lease, deleted FROM log WHERE key = ? AND rev <= ? ORDER BY rev DESC LIMIT 1`
-)
-
 // HistoryFloor is the oldest revision at which key's state is still
 // exactly known: 1 (the empty store) until retention has pruned anything.
 func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
@@ -52,7 +33,7 @@ func (s *Store) HistoryFloor(ctx context.Context, key []byte) (Floor, error) {
 		return Floor{Rev: 1, UnixMs: ms}, nil
 	}
 	var ms sql.NullInt64
-	if err := s.readRow(ctx, logStartSQL).Scan(&ms); err != nil {
+	if err := s.readRow(ctx, s.sql.History.LogStart).Scan(&ms); err != nil {
 		return Floor{}, err
 	}
 	if ms.Valid && ms.Int64 != 0 {
@@ -90,7 +71,7 @@ func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64
 		return 0, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
 	var rev int64
-	err = s.readRow(ctx, revAtTimeSQL, unixMs).Scan(&rev)
+	err = s.readRow(ctx, s.sql.History.RevAtTime, unixMs).Scan(&rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 1, nil // before the first write: the empty store
 	}
@@ -121,7 +102,7 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 	var at, mod, create, version, lease, deleted sql.NullInt64
 	kv := &mvccpb.KeyValue{Key: key}
 	sl := s.newSlab()
-	err = s.readRow(ctx, keyAtTimeSQL, unixMs, key).
+	err = s.readRow(ctx, s.sql.History.KeyAtTime, unixMs, key).
 		Scan(&at, &mod, kept{&sl, &kv.Value}, &create, &version, &lease, &deleted)
 	if err != nil {
 		return 0, nil, err
@@ -158,7 +139,7 @@ func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64
 	if f := s.logFloor(kr, filtered); f.Rev > 0 && unixMs < f.UnixMs {
 		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
-	err = s.readRow(ctx, revFromTimeSQL, unixMs).Scan(&rev)
+	err = s.readRow(ctx, s.sql.History.RevFromTime, unixMs).Scan(&rev)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && rev > s.Rev()) {
 		// None, or only a batch not yet published (kv.go).
 		return 0, false, nil
@@ -180,7 +161,7 @@ func (s *Store) RevisionBefore(ctx context.Context, kr KeyRange, unixMs int64, f
 		return 0, &OutOfRangeError{Msg: fmt.Sprintf("end time %s is not after the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
 	var rev int64
-	err := s.readRow(ctx, revBeforeTimeSQL, unixMs).Scan(&rev)
+	err := s.readRow(ctx, s.sql.History.RevBeforeTime, unixMs).Scan(&rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -204,7 +185,7 @@ func (s *Store) keyAsOf(ctx context.Context, key []byte, rev int64) (*mvccpb.Key
 	kv := &mvccpb.KeyValue{Key: key}
 	var deleted int64
 	sl := s.newSlab()
-	err := s.readRow(ctx, keyAsOfSQL, key, rev).
+	err := s.readRow(ctx, s.sql.History.KeyAsOf, key, rev).
 		Scan(&kv.ModRevision, kept{&sl, &kv.Value}, &kv.CreateRevision, &kv.Version, &kv.Lease, &deleted)
 	if err == nil && deleted != 0 {
 		return nil, nil // deleted then

@@ -35,7 +35,7 @@ import (
 type Import struct {
 	ctx    context.Context
 	d      Dialect
-	sql    importSQL
+	sql    *Statements
 	sh     ReplicaDialect
 	wdb    *sql.DB
 	rdb    *sql.DB
@@ -102,8 +102,11 @@ func BeginImport(ctx context.Context, d Dialect, opts ImportOptions) (*Import, e
 		// No target: nothing to run SQL on (d may be nil).
 		return im, nil
 	}
-	st := bindStatements(d)
-	im.sql = st.imp
+	st := d.Statements()
+	if err := st.check(isReplica(d)); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	im.sql = st
 	var err error
 	// Before Open, which may write (SQLite switches the file to WAL).
 	if err := checkOwnTables(ctx, d); err != nil {
@@ -184,11 +187,11 @@ func (im *Import) begin(sh ReplicaDialect) error {
 			return fmt.Errorf("lock the target: %w", err)
 		}
 		rev = st.Rev
-	} else if err := tx.QueryRowContext(im.ctx, revSQL).Scan(&rev); err != nil {
+	} else if err := tx.QueryRowContext(im.ctx, im.sql.Meta.Rev).Scan(&rev); err != nil {
 		return fmt.Errorf("read the target's revision: %w", err)
 	}
 	var keys, rows, leases, imported int64
-	err = tx.QueryRowContext(im.ctx, im.sql.size).Scan(&keys, &rows, &leases, &imported)
+	err = tx.QueryRowContext(im.ctx, im.sql.Import.Size).Scan(&keys, &rows, &leases, &imported)
 	if err != nil {
 		return fmt.Errorf("read the target's size: %w", err)
 	}
@@ -199,44 +202,14 @@ func (im *Import) begin(sh ReplicaDialect) error {
 		return fmt.Errorf("the target is not empty (revision %d, %d keys, %d log rows, %d leases): import fills only a new store", rev, keys, rows, leases)
 	}
 	if sh == nil {
-		if im.put, err = tx.PrepareContext(im.ctx, im.sql.insertPut); err != nil {
+		if im.put, err = tx.PrepareContext(im.ctx, im.sql.Import.InsertPut); err != nil {
 			return err
 		}
-		if im.cur, err = tx.PrepareContext(im.ctx, im.sql.insertCurrent); err != nil {
+		if im.cur, err = tx.PrepareContext(im.ctx, im.sql.Import.InsertCurrent); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// sqlImportCurrent inserts without ON CONFLICT: a key given twice is an
-// error, never a silent overwrite.
-const sqlImportCurrent = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?)`
-
-// importSQL is an import's SQL, and startImportedLeases', bound for the
-// dialect. A shared database's rows and revision go through its
-// WriteBatch instead of insertPut, insertCurrent, setRev and
-// setLastUnixMs.
-type importSQL struct {
-	insertPut, insertCurrent, insertLease  string
-	setRev, setLastUnixMs                  string
-	setRetainFloor, insertMeta, deleteMeta string
-	// size counts what the target holds: an import fills only a new store.
-	size string
-}
-
-func bindImportSQL(d Dialect) importSQL {
-	return importSQL{
-		insertPut:      d.Bind(sqlInsertPut),
-		insertCurrent:  d.Bind(sqlImportCurrent),
-		insertLease:    d.Bind(sqlInsertLease),
-		setRev:         d.Bind(sqlSetRev),
-		setLastUnixMs:  d.Bind(sqlSetLastUnixMs),
-		setRetainFloor: d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor'`),
-		insertMeta:     d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
-		deleteMeta:     d.Bind(`DELETE FROM meta WHERE name = ?`),
-		size:           `SELECT (SELECT COUNT(*) FROM current), (SELECT COUNT(*) FROM log), (SELECT COUNT(*) FROM leases), (SELECT COUNT(*) FROM meta WHERE name = 'imported_rev')`,
-	}
 }
 
 // Put imports one live key. Keys come in ascending byte order, each once;
@@ -331,7 +304,7 @@ func (im *Import) Lease(id, ttl int64) error {
 	if im.tx == nil {
 		return nil
 	}
-	if _, err := im.tx.ExecContext(im.ctx, im.sql.insertLease, id, ttl); err != nil {
+	if _, err := im.tx.ExecContext(im.ctx, im.sql.Lease.Insert, id, ttl); err != nil {
 		return fmt.Errorf("import: write lease %d: %w", id, err)
 	}
 	return nil
@@ -371,17 +344,17 @@ func (im *Import) commit(rev int64) error {
 			return err
 		}
 	} else {
-		if _, err := tx.ExecContext(ctx, im.sql.setRev, rev); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.Import.SetRev, rev); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, im.sql.setLastUnixMs, im.now); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.Import.SetLastUnixMs, im.now); err != nil {
 			return err
 		}
 	}
 	// What came before rev is not here: to the etcd API it is pruned
 	// history (reads and watches below rev answer "compacted"), and every
 	// retention rule's History floor starts at rev (retention.go).
-	if _, err := tx.ExecContext(ctx, im.sql.setRetainFloor, rev); err != nil {
+	if _, err := tx.ExecContext(ctx, im.sql.Import.SetRetainFloor, rev); err != nil {
 		return err
 	}
 	marks := map[string]int64{"imported_rev": rev, "imported_unix_ms": im.now}
@@ -389,7 +362,7 @@ func (im *Import) commit(rev int64) error {
 		marks[importedLeasesPending] = 1
 	}
 	for name, v := range marks {
-		if _, err := tx.ExecContext(ctx, im.sql.insertMeta, name, v); err != nil {
+		if _, err := tx.ExecContext(ctx, im.sql.Import.InsertMeta, name, v); err != nil {
 			return err
 		}
 	}
@@ -414,7 +387,7 @@ func (s *Store) startImportedLeases(ctx context.Context, sh ReplicaDialect) erro
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, s.sql.imp.deleteMeta, importedLeasesPending)
+	res, err := tx.ExecContext(ctx, s.sql.Import.DeleteMeta, importedLeasesPending)
 	if err != nil {
 		return err
 	}

@@ -64,11 +64,12 @@ type liveIndex struct {
 	stale bool
 }
 
-// loadIndex reads every live key inside q's snapshot (at revision rev). It
-// returns nil when the live data exceeds limit.
-func loadIndex(ctx context.Context, q querier, rev, limit int64) (*liveIndex, error) {
+// loadIndex reads every live key inside q's snapshot (at revision rev)
+// with all (CurrentSQL.All). It returns nil when the live data exceeds
+// limit.
+func loadIndex(ctx context.Context, q querier, all string, rev, limit int64) (*liveIndex, error) {
 	c := &liveIndex{limit: limit, tree: btree.NewG(32, kvLess)}
-	err := eachCurrent(ctx, q, `SELECT `+liveCols+` FROM current c ORDER BY c.key`, nil, func(kv *mvccpb.KeyValue) bool {
+	err := eachCurrent(ctx, q, all, nil, func(kv *mvccpb.KeyValue) bool {
 		c.tree.ReplaceOrInsert(kv)
 		c.bytes += kvCost(kv)
 		return c.bytes <= limit
@@ -239,7 +240,7 @@ func (s *Store) reloadIndex(ctx context.Context, q querier, rev int64) (*liveInd
 	if c == nil {
 		return nil, nil
 	}
-	fresh, err := loadIndex(ctx, q, rev, c.limit)
+	fresh, err := loadIndex(ctx, q, s.sql.Current.All, rev, c.limit)
 	if err != nil {
 		return nil, err
 	}

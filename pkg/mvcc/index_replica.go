@@ -79,10 +79,10 @@ func (s *Store) loadReplicaIndex(ctx context.Context, limit int64) (*liveIndex, 
 	}
 	defer done()
 	var rev int64
-	if err := tx.QueryRowContext(ctx, tailMetaSQL).Scan(&rev, new(int64)); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.Meta.RevCompact).Scan(&rev, new(int64)); err != nil {
 		return nil, err
 	}
-	return loadIndex(ctx, tx, rev, limit)
+	return loadIndex(ctx, tx, s.sql.Current.All, rev, limit)
 }
 
 // indexBehind reports whether a serving live index is at a revision below

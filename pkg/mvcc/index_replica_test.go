@@ -10,49 +10,45 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/quantyroot/quantykube/pkg/mvcc"
-	"github.com/quantyroot/quantykube/test/framework"
 )
 
-// On PostgreSQL every replica keeps a live index, fed by its tailer with
-// its own and the other replicas' batches: through random writes spread
-// over two replicas, each one's reads are what SQL answers on the same
-// database.
+// Where replicas share the database every replica keeps a live index,
+// fed by its tailer with its own and the other replicas' batches: through
+// random writes spread over two replicas, each one's reads are what SQL
+// answers on the same database (the dialect suite, dialects_test.go).
 func TestReplicaLiveIndexAnswersAsSQL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	for _, seed := range []uint64{1, 2} {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			dsn := framework.PostgresDatabase(t)
-			o := &indexOps{
-				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
-				replicas: []*mvcc.Store{
-					openReplica(t, ctx, dialect(t, dsn), mvcc.Options{}),
-					openReplica(t, ctx, dialect(t, dsn), mvcc.Options{}),
-				},
-				b: openReplica(t, ctx, dialect(t, dsn), mvcc.Options{DisableLiveIndex: true}),
-			}
-			for _, s := range o.replicas {
-				if !s.IndexServing() {
-					t.Fatal("a replica's live index does not serve")
+	eachBackend(t, replicated, func(t *testing.T, be backend, _ *testDB) {
+		for _, seed := range []uint64{1, 2} {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				db := be.newDB(t)
+				o := &indexOps{
+					t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
+					replicas: []*mvcc.Store{db.open(t, mvcc.Options{}), db.open(t, mvcc.Options{})},
+					b:        db.open(t, mvcc.Options{DisableLiveIndex: true}),
 				}
-			}
-			if o.b.IndexEnabled() {
-				t.Fatal("the SQL replica has a live index")
-			}
-			for i := range 400 {
-				o.step(i)
-				if i%10 == 0 {
-					o.compare()
+				for _, s := range o.replicas {
+					if !s.IndexServing() {
+						t.Fatal("a replica's live index does not serve")
+					}
 				}
-			}
-			o.compare()
-			for _, s := range o.replicas {
-				if !s.IndexServing() || s.IndexRev() < o.b.Rev() {
-					t.Fatalf("a replica's live index serves %v at revision %d, after the writes up to %d", s.IndexServing(), s.IndexRev(), o.b.Rev())
+				if o.b.IndexEnabled() {
+					t.Fatal("the SQL replica has a live index")
 				}
-			}
-		})
-	}
+				for i := range 400 {
+					o.step(i)
+					if i%10 == 0 {
+						o.compare()
+					}
+				}
+				o.compare()
+				for _, s := range o.replicas {
+					if !s.IndexServing() || s.IndexRev() < o.b.Rev() {
+						t.Fatalf("a replica's live index serves %v at revision %d, after the writes up to %d", s.IndexServing(), s.IndexRev(), o.b.Rev())
+					}
+				}
+			})
+		}
+	})
 }
 
 // A replica's live index lags another replica's acknowledged write until
@@ -60,11 +56,13 @@ func TestReplicaLiveIndexAnswersAsSQL(t *testing.T) {
 // reach the revision the database had when the read began (etcd's
 // ReadIndex). A serializable read may answer from the index as it is.
 func TestReplicaLiveIndexReadWaitsForTheDatabase(t *testing.T) {
+	eachBackend(t, replicated, testReplicaLiveIndexReadWaits)
+}
+
+func testReplicaLiveIndexReadWaits(t *testing.T, _ backend, db *testDB) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := framework.PostgresDatabase(t)
-	a := openReplica(t, ctx, dialect(t, dsn), mvcc.Options{})
-	b := openReplica(t, ctx, dialect(t, dsn), mvcc.Options{})
+	a, b := db.open(t, mvcc.Options{}), db.open(t, mvcc.Options{})
 	get := func(serializable bool) (string, int64, error) {
 		r, err := b.Range(ctx, &pb.RangeRequest{Key: []byte("/f/k"), Serializable: serializable})
 		if err != nil || len(r.Kvs) == 0 {

@@ -74,3 +74,23 @@ func (r KeyRange) Overlaps(o KeyRange) bool {
 	less := func(k []byte, x KeyRange) bool { return x.Unbounded || bytes.Compare(k, x.End) < 0 }
 	return less(r.Key, o) && less(o.Key, r)
 }
+
+// shape is the range's KeyShape in a statement.
+func (r KeyRange) shape() KeyShape {
+	switch {
+	case r.Single():
+		return OneKey
+	case r.Unbounded:
+		return FromKey
+	}
+	return KeyBetween
+}
+
+// args appends the arguments that stand for the range in a statement of
+// its shape: Key, and End where the range has one.
+func (r KeyRange) args(args []any) []any {
+	if r.shape() == KeyBetween {
+		return append(args, r.Key, r.End)
+	}
+	return append(args, r.Key)
+}

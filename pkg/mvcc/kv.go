@@ -1,6 +1,7 @@
 // Package mvcc is QuantyKube's storage engine: etcd's multi-version
 // key-value semantics over SQL tables (log: every change; current: the
-// live keys), with a thin Dialect per database in pkg/drivers. It speaks
+// live keys), with a thin Dialect per database in pkg/drivers, which
+// writes every statement the engine runs in its own syntax. It speaks
 // etcd's request and response types but knows nothing of gRPC: pkg/server
 // serves it as the etcd v3 API, pkg/history as quantykube.History.
 //
@@ -14,6 +15,8 @@
 //	kv.go                    the interfaces (this file)
 //	store.go                 Store, Options, Open and Close
 //	dialect.go               what a database driver provides (pkg/drivers/*)
+//	statements.go            the statements a dialect writes for the engine, by area (ADR-039)
+//	stmt.go                  running them: prepared once per pool, when the store opens
 //	schema.go                the tables and their migrations
 //	writer.go                the single writer: queue, batches, answers
 //	batch.go                 a batch's transaction, and the two kinds of it:
@@ -27,7 +30,7 @@
 //	replica.go               what a store keeps only where replicas share the database
 //	tail.go                  following the log that replicas write
 //	range.go                 Range and Count
-//	range_sql.go             the SQL a Range runs when the live index cannot answer
+//	range_sql.go             which statement a Range runs when the live index cannot answer
 //	index.go                 the live index of the live keys (ADR-008)
 //	index_replica.go         the live index where replicas share the database (ADR-016)
 //	hub.go                   watch events: the ring and its followers
@@ -44,7 +47,6 @@
 //	lease.go                 leases: grants, deadlines, expiry
 //	import.go                filling an empty store from another etcd-API store
 //	keyrange.go              etcd's [key, range_end) resolved
-//	stmt.go                  prepared statements per pool
 //	errors.go                etcd's refusals and the store's failures
 //	health.go                the checks behind the health endpoints
 package mvcc

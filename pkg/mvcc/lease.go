@@ -192,18 +192,6 @@ func (s *Store) Renew(ctx context.Context, id int64) (int64, error) {
 	return ttl, nil
 }
 
-// leaseSQL is the lease reads' SQL outside a batch, bound for the store's
-// dialect (a batch's run through prepTx or binder).
-type leaseSQL struct {
-	keys string
-}
-
-func bindLeaseSQL(d Dialect) leaseSQL {
-	return leaseSQL{
-		keys: d.Bind(`SELECT key FROM current WHERE lease = ? ORDER BY key`),
-	}
-}
-
 // TimeToLive reports a lease; its keys are read only when asked for (Lessor).
 func (s *Store) TimeToLive(ctx context.Context, id int64, keys bool) (*LeaseInfo, error) {
 	info, ok := s.leases.info(id)
@@ -211,7 +199,7 @@ func (s *Store) TimeToLive(ctx context.Context, id int64, keys bool) (*LeaseInfo
 		return nil, ErrLeaseNotFound
 	}
 	if keys {
-		rows, err := s.rdb.QueryContext(ctx, s.sql.lease.keys, id)
+		rows, err := s.readRows(ctx, s.sql.Lease.Keys, id)
 		if err != nil {
 			return nil, err
 		}
@@ -251,13 +239,6 @@ func (s *Store) expireLeases() {
 	})
 }
 
-// The leases table's statements, inside a write batch.
-const (
-	sqlLeaseExists = `SELECT 1 FROM leases WHERE id = ?`
-	sqlInsertLease = `INSERT INTO leases (id, ttl) VALUES (?, ?)`
-	sqlDeleteLease = `DELETE FROM leases WHERE id = ?`
-)
-
 // leaseExists reports whether a lease exists as the batch sees it.
 func (b *batch) leaseExists(id int64) (bool, error) {
 	if _, ok := b.granted[id]; ok {
@@ -267,7 +248,7 @@ func (b *batch) leaseExists(id int64) (bool, error) {
 		return false, nil
 	}
 	var one int
-	err := b.tx.q().QueryRowContext(b.ctx, sqlLeaseExists, id).Scan(&one)
+	err := b.tx.q().QueryRowContext(b.ctx, b.s.sql.Lease.Exists, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -295,7 +276,7 @@ func (b *batch) grant(g LeaseGrant) (Lease, error) {
 	} else if ok {
 		return Lease{}, ErrLeaseExists
 	}
-	if _, err := b.tx.q().ExecContext(b.ctx, sqlInsertLease, id, ttl); err != nil {
+	if _, err := b.tx.q().ExecContext(b.ctx, b.s.sql.Lease.Insert, id, ttl); err != nil {
 		return Lease{}, err
 	}
 	b.granted[id] = ttl
@@ -323,7 +304,7 @@ func (b *batch) revoke(id int64) error {
 	if c.touched() {
 		b.rev = c.rev
 	}
-	if _, err := b.tx.q().ExecContext(b.ctx, sqlDeleteLease, id); err != nil {
+	if _, err := b.tx.q().ExecContext(b.ctx, b.s.sql.Lease.Delete, id); err != nil {
 		return err
 	}
 	delete(b.granted, id)

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 
@@ -23,20 +24,36 @@ type LogQuery struct {
 	// After is the last entry of the previous page (zero: from the start),
 	// or the last row its scan read (logScanRows).
 	After LogCursor
-	// Keep, when set, is asked of each row's key before anything else of
-	// the row is read: a row it refuses costs no value read and is left
-	// out. key is valid only during the call. It may block (it may ask an
-	// authorizer); the page's first statement stays open meanwhile. With
-	// Keep, FromRev is checked against the lowest floor of the rules the
-	// range touches, and each kept row against its own key's rule: a
-	// window the filter's keys are not retained for is an
-	// *OutOfRangeError naming their prefix (logFloor).
-	Keep func(key []byte) bool
+	// Keep, when set, is asked of each row's key and revision, in the
+	// page's order, before anything else of the row is read: a row it
+	// skips costs no value read and is left out; Stop ends the page before
+	// the row, which the next page starts with (a filter that must ask
+	// too many questions of an authorizer ends its page so). It must not
+	// stop at the first row a page reads: that page would repeat itself,
+	// and is an error. key is valid only during the call. It may block;
+	// the page's first statement stays open meanwhile. With Keep, FromRev
+	// is checked against the lowest floor of the rules the range touches,
+	// and each kept row against its own key's rule: a window the filter's
+	// keys are not retained for is an *OutOfRangeError naming their
+	// prefix (logFloor).
+	Keep func(key []byte, rev int64) Verdict
 	// Limit (at least 1) and MaxBytes end a page at that many entries or
 	// bytes (Event.Size: values and prev_kvs), whichever comes first; a
 	// page holds at least one entry, and MaxBytes <= 0 sets no byte bound.
 	Limit, MaxBytes int
 }
+
+// Verdict is what a Log's filter says of one row (LogQuery.Keep).
+type Verdict int
+
+const (
+	// Skip leaves the row out of the page.
+	Skip Verdict = iota
+	// Take puts the row on the page.
+	Take
+	// Stop ends the page before the row.
+	Stop
+)
 
 // LogCursor is a position in the log: a change, by revision and its index
 // among the revision's changes.
@@ -110,10 +127,11 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	}
 	var evs []*Event
 	var err error
+	var cut LogCursor // where a wide range's page stopped looking
 	if kr.Single() {
 		evs, err = s.keyLog(ctx, kr.Key, after, &sp)
 	} else {
-		evs, err = s.rangeLog(ctx, kr, after, &sp)
+		evs, cut, err = s.rangeLog(ctx, kr, after, &sp)
 	}
 	if err != nil {
 		return nil, err
@@ -121,8 +139,11 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 	// Retention may remove rows between the two statements: the page then
 	// leaves out what it took, and the next one still starts after its span.
 	page.Events = withValues(evs)
-	if sp.more {
+	switch {
+	case sp.more:
 		page.More, page.Next = true, sp.last
+	case cut != (LogCursor{}):
+		page.More, page.Next = true, cut
 	}
 	// The page reports HeaderRev and shows nothing after it (kv.go): SQL
 	// may already hold a batch that is not yet published, which a read
@@ -136,6 +157,23 @@ func (s *Store) Log(ctx context.Context, q LogQuery) (*LogPage, error) {
 		}
 	}
 	return page, nil
+}
+
+// window is the row logScanRows rows after from in (rev, sub) order
+// (desc: before it, going down), read through the (rev, sub) index and
+// nothing else: a page that reads the log in revision order reads no
+// further, so that it walks a bounded number of rows whatever part of
+// them its range holds (ADR-036). ok is false when the log ends sooner.
+func (s *Store) window(ctx context.Context, from LogCursor, desc bool) (end LogCursor, ok bool, err error) {
+	text := s.sql.LogPage.Window
+	if desc {
+		text = s.sql.LogPage.WindowDesc
+	}
+	err = s.readRow(ctx, text, from.Rev, from.Sub, logScanRows-1).Scan(&end.Rev, &end.Sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LogCursor{}, false, nil
+	}
+	return end, err == nil, err
 }
 
 // logSpan is the part of the log a page covers: n changes, through last,
@@ -202,35 +240,22 @@ func withValues(evs []*Event) []*Event {
 	return out
 }
 
-// One key's log is a chain: each change's prev_kv is the change before it.
-// A revision changes a key at most once (etcd refuses a transaction that
-// puts a key twice or puts and deletes it; overlapping deletes remove it
-// once), so rev alone orders one key's rows, in the (key, rev) index's
-// order: ordering by (rev, sub) made SQLite copy every row, value and all,
-// into a sorter first.
-const (
-	// keyLogSQL reads the key's rows from its newest before the cursor's
-	// revision on: the rows at or before the cursor (two at most) are the
-	// first entry's prev_kv.
-	keyLogSQL = `SELECT l.rev, l.sub, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ? THEN l.value END,
-			l.create_rev, l.version, l.lease, l.deleted, l.unix_ms
-		FROM log AS l
-		WHERE l.key = ? AND l.rev >= COALESCE((SELECT x.rev FROM log AS x WHERE x.key = ? AND x.rev < ? ORDER BY x.rev DESC LIMIT 1), 0)
-		ORDER BY l.rev LIMIT ?`
-	// keyValuesSQL reads the key's values of more than ? bytes in [?, ?].
-	keyValuesSQL = `SELECT l.rev, l.value FROM log AS l
-		WHERE l.key = ? AND l.rev >= ? AND l.rev <= ? AND octet_length(l.value) > ? ORDER BY l.rev`
-)
-
-// keyLog reads the page of key's changes after the cursor into sp. Each
-// entry's prev_kv is the entry before it, the same bytes, not a copy.
+// keyLog reads the page of key's changes after the cursor into sp, from
+// the key's newest row before the cursor's revision on (LogPageSQL.KeyPage):
+// the rows at or before the cursor (two at most) are the first entry's
+// prev_kv. One key's log is a chain: each change's prev_kv is the change
+// before it, the same bytes, not a copy. A revision changes a key at most
+// once (etcd refuses a transaction that puts a key twice or puts and
+// deletes it; overlapping deletes remove it once), so rev alone orders one
+// key's rows, in the (key, rev) index's order: ordering by (rev, sub) made
+// SQLite copy every row, value and all, into a sorter first.
 func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *logSpan) ([]*Event, error) {
 	inline := s.inlineBytes()
 	sl := s.newSlab()
 	var evs []*Event
 	err := func() error {
 		// Two rows at most before the entries, and one after them.
-		rows, err := s.readRows(ctx, keyLogSQL, inline, key, key, after.Rev, sp.rows(3))
+		rows, err := s.readRows(ctx, s.sql.LogPage.KeyPage, inline, key, key, after.Rev, sp.rows(3))
 		if err != nil {
 			return err
 		}
@@ -284,7 +309,7 @@ func (s *Store) keyLog(ctx context.Context, key []byte, after LogCursor, sp *log
 	if len(left) == 0 {
 		return evs, nil
 	}
-	rows, err := s.readRows(ctx, keyValuesSQL, key, left[0].ModRevision, left[len(left)-1].ModRevision, inline)
+	rows, err := s.readRows(ctx, s.sql.LogPage.KeyValues, key, left[0].ModRevision, left[len(left)-1].ModRevision, inline)
 	if err != nil {
 		return nil, err
 	}
@@ -317,44 +342,55 @@ var narrowRange = 2048
 // after the cursor would read a wide range's whole history to find the
 // few after a recent cursor.
 func (s *Store) isNarrow(ctx context.Context, kr KeyRange) (bool, error) {
-	cond, args := s.q.where("l.key", kr, nil)
 	var n int
-	err := s.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM `+s.d.LogByKey("l")+
-		` WHERE `+cond+` LIMIT ?) AS t`, append(args, narrowRange+1)...).Scan(&n)
+	err := s.readRow(ctx, s.sql.LogPage.Narrow.of(kr), append(kr.args(nil), narrowRange+1)...).Scan(&n)
 	return n <= narrowRange, err
 }
 
 // rangeLog reads the page of the changes in kr after the cursor into sp.
 // A range that holds many changes is read through the log's (rev, sub)
-// index from the cursor on: a page reads the log between its first entry
-// and its last, not the range's history before it. A narrow one is read
-// through its keys' (key, rev) index, its rows sorted without their
-// values, which a second statement reads for the page's entries only.
-// Each entry's prev_kv is looked up, the page's only.
-func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) ([]*Event, error) {
+// index from the cursor on, and at most logScanRows rows of it (window):
+// a page reads the log between its first entry and its last, not the
+// range's history before it, nor more of the log than that when the range
+// holds little of it; a page that stops there without filling returns
+// where it stopped (cut). A narrow one is read through its keys' (key,
+// rev) index, its rows sorted without their values, which a second
+// statement reads for the page's entries only. Each entry's prev_kv is
+// looked up, the page's only.
+func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *logSpan) (evs []*Event, cut LogCursor, err error) {
 	inline := s.inlineBytes()
-	logFrom := s.d.LogByRev("l")
+	pageSQL, valuesSQL := &s.sql.LogPage.Page, &s.sql.LogPage.Values
 	narrow, err := s.isNarrow(ctx, kr)
 	if err != nil {
-		return nil, err
+		return nil, cut, err
 	}
+	end, windowed := LogCursor{Rev: math.MaxInt64, Sub: math.MaxInt64}, false
 	if narrow {
 		// The rows are sorted: none carries a value but an empty one.
-		logFrom, inline = s.d.LogByKey("l"), 0
+		pageSQL, valuesSQL, inline = &s.sql.LogPage.PageByKey, &s.sql.LogPage.ValuesByKey, 0
+	} else if w, ok, err := s.window(ctx, after, false); err != nil {
+		return nil, cut, err
+	} else if ok {
+		end, windowed = w, true
 	}
+	if evs, err = s.rangePage(ctx, kr, after, end, sp, inline, pageSQL, valuesSQL); err != nil {
+		return nil, cut, err
+	}
+	if windowed && !sp.more {
+		cut = end
+	}
+	return evs, cut, nil
+}
+
+// rangePage is rangeLog's page of the changes in kr in (after, end] with
+// the statements given.
+func (s *Store) rangePage(ctx context.Context, kr KeyRange, after, end LogCursor, sp *logSpan, inline int, pageSQL, valuesSQL *Spans) ([]*Event, error) {
 	sl := s.newSlab()
-	cond, condArgs := s.q.where("l.key", kr, nil)
-	from := logFrom + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)`
 	var evs []*Event
 	var at []LogCursor // each entry's
-	err = func() error {
-		q := `SELECT l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0), CASE WHEN octet_length(l.value) <= ? THEN l.value END,
-				l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
-				p.rev, COALESCE(octet_length(p.value), 0), CASE WHEN octet_length(p.value) <= ? THEN p.value END,
-				p.create_rev, p.version, p.lease, p.deleted
-			FROM ` + from + ` WHERE (l.rev, l.sub) > (?, ?) AND ` + cond + ` ORDER BY l.rev, l.sub LIMIT ?`
-		args := append(append([]any{inline, inline, after.Rev, after.Sub}, condArgs...), sp.rows(1))
-		rows, err := s.readRows(ctx, q, args...)
+	err := func() error {
+		args := append(kr.args([]any{inline, inline, after.Rev, after.Sub, end.Rev, end.Sub}), sp.rows(1))
+		rows, err := s.readRows(ctx, pageSQL.of(kr), args...)
 		if err != nil {
 			return err
 		}
@@ -412,10 +448,8 @@ func (s *Store) rangeLog(ctx context.Context, kr KeyRange, after LogCursor, sp *
 	if first < 0 {
 		return evs, nil
 	}
-	q := `SELECT l.rev, l.sub, CASE WHEN octet_length(l.value) > ? THEN l.value END, CASE WHEN octet_length(p.value) > ? THEN p.value END
-		FROM ` + from + ` WHERE (l.rev, l.sub) >= (?, ?) AND (l.rev, l.sub) <= (?, ?) AND ` + cond + ` ORDER BY l.rev, l.sub`
-	args := append([]any{inline, inline, at[first].Rev, at[first].Sub, at[last].Rev, at[last].Sub}, condArgs...)
-	rows, err := s.readRows(ctx, q, args...)
+	args := kr.args([]any{inline, inline, at[first].Rev, at[first].Sub, at[last].Rev, at[last].Sub})
+	rows, err := s.readRows(ctx, valuesSQL.of(kr), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,13 +19,9 @@ import (
 // would otherwise hold 4 GB at once. It stops only between revisions,
 // after the first, so a revision larger than the bound is read whole.
 func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) ([]*Event, int64, error) {
-	cond, args := s.q.where("l.key", kr, []any{from, to})
-	// A catch-up window is a few thousand revisions: read it by revision,
-	// never by scanning the watched prefix's whole history.
-	q, args := s.logEventsSQL(s.d.LogByRev("l"), `l.rev >= ? AND l.rev <= ? AND `+cond, args, 0)
-	if err := s.rstmts.warm(ctx, q, floorSQL); err != nil {
-		return nil, 0, err
-	}
+	// A catch-up window is a few thousand revisions: the statement reads
+	// it by revision, never by scanning the watched prefix's whole history.
+	q, args := s.sql.Watch.Events.of(kr), kr.args([]any{from, to})
 	// The events and the retention floor come from one snapshot: pruning
 	// raises the floor in the transaction that removes rows, so a read that
 	// may have missed rows always sees the floor above where it started, on
@@ -45,7 +41,7 @@ func (s *Store) eventsFromLog(ctx context.Context, from, to int64, kr KeyRange) 
 		return nil, 0, err
 	}
 	var floor int64
-	if err := tx.QueryRowContext(ctx, floorSQL).Scan(&floor); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.Meta.LogFloor).Scan(&floor); err != nil {
 		return nil, 0, err
 	}
 	if from < floor {
@@ -69,27 +65,6 @@ func NextReadStep(step, from, to, through, max int64) int64 {
 		return 2 * (through - from + 1)
 	}
 	return min(2*step, max)
-}
-
-// floorSQL reads the floor below which the log no longer tells every
-// change: the retention floor, or the revision a bump set after the
-// database lost revisions (regress.go), below which the log's revisions
-// were handed out twice.
-const floorSQL = `SELECT MAX(value) FROM meta WHERE name IN ('retain_floor', '` + resetMeta + `')`
-
-// logEventsSQL selects log rows from from (aliased l) matching where, in (rev, sub)
-// order, at most limit (0: all), each with its prev_kv: the key's row just
-// before it, unless that was a delete.
-func (s *Store) logEventsSQL(from, where string, args []any, limit int) (string, []any) {
-	q := `SELECT l.rev, l.sub, l.key, l.value, l.create_rev, l.version, l.lease, l.deleted, l.unix_ms,
-			p.rev, p.value, p.create_rev, p.version, p.lease, p.deleted
-		FROM ` + from + ` LEFT JOIN log p ON p.id = (SELECT x.id FROM log x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
-		WHERE ` + where + ` ORDER BY l.rev, l.sub`
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	return q, args
 }
 
 // slab keeps the values a read returns. What database/sql hands over for

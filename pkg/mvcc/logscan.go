@@ -5,25 +5,20 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // logScanRows bounds the log rows one page of a filtered, descending or
-// end-bounded Log reads (LogQuery.Keep): a page whose filter keeps few of
-// them ends there, with fewer entries than its limit (none, maybe) and a
-// continue token, and the client pages on. It is History's largest page
+// end-bounded Log reads (LogQuery.Keep), and those a page of a wide range
+// walks in the log's order, in its range or not (window): a page whose
+// filter or range keeps few of them ends there, with fewer entries than
+// its limit (none, maybe) and a continue token, and the client pages on. It is History's largest page
 // (history.MaxLogLimit), so a filtered page costs at most what an
 // unfiltered page of the largest size already may: on SQLite about 30 ms
 // of row headers on two shared cores (BenchmarkLogScan), whatever the
 // filter keeps.
 var logScanRows = 10000
-
-// idLists are the lengths the id lists of reads by id (IN (...)) are padded
-// to, so that a handful of statements serve every page size and stay
-// prepared (readRows keeps one per text).
-var idLists = []int{16, 128, 1024}
 
 // scanRow is one row a scan kept: where it is, its key, its id, and the
 // sizes its entry will take.
@@ -59,9 +54,28 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 			lo = q.After
 		}
 	}
+	// A wide range is read in the log's order: the page reads at most
+	// logScanRows rows of the log, in its range or not (window).
+	var edge LogCursor // the window's last row, where it narrowed the page
+	if !q.Range.Single() && !narrow {
+		from := lo
+		if q.Descending {
+			from = hi
+		}
+		w, ok, err := s.window(ctx, from, q.Descending)
+		if err != nil {
+			return nil, fmt.Errorf("log: find the page's window: %w", err)
+		}
+		switch {
+		case ok && q.Descending && lo.before(LogCursor{Rev: w.Rev, Sub: w.Sub - 1}):
+			lo, edge = LogCursor{Rev: w.Rev, Sub: w.Sub - 1}, w
+		case ok && !q.Descending && (LogCursor{Rev: w.Rev, Sub: w.Sub + 1}).before(hi):
+			hi, edge = LogCursor{Rev: w.Rev, Sub: w.Sub + 1}, w
+		}
+	}
 	keep := q.Keep
 	if keep == nil {
-		keep = func([]byte) bool { return true }
+		keep = func([]byte, int64) Verdict { return Take }
 	}
 	rows, last, end, err := s.scanHeads(ctx, q, narrow, lo, hi, keep)
 	if err != nil {
@@ -90,6 +104,10 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 		// The scan stopped at its bound: the next page goes on after the
 		// last row it read, kept or not.
 		page.More, page.Next = true, last
+	case edge != (LogCursor{}):
+		// The scan read its window to the end: the next page goes on
+		// after it.
+		page.More, page.Next = true, edge
 	}
 	if page.Events, err = s.readEntries(ctx, taken); err != nil {
 		return nil, fmt.Errorf("log: read the page's values: %w", err)
@@ -98,14 +116,15 @@ func (s *Store) scanLog(ctx context.Context, q LogQuery, page *LogPage, toRev in
 }
 
 // scanHeads reads row headers between lo and hi in q's order, keeping
-// those keep keeps, until it has kept q.Limit+1 of them, read logScanRows
-// rows, or reached the end (end set). last is the last row read.
+// those keep takes, until it has kept q.Limit+1 of them, read logScanRows
+// rows, reached the end (end set), or keep stops it. last is the last row
+// read and passed on (the page goes on after it).
 //
 // On a database that makes rows as they are read (SQLite) one statement
 // asks for every row the scan may read; elsewhere (PostgreSQL sends every
 // row a LIMIT allows) the first asks for a page's worth and each next one
 // for twice as many.
-func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi LogCursor, keep func([]byte) bool) (kept []scanRow, last LogCursor, end bool, err error) {
+func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi LogCursor, keep func([]byte, int64) Verdict) (kept []scanRow, last LogCursor, end bool, err error) {
 	step := q.Limit + 1
 	if _, ok := s.d.(LazyRows); ok {
 		step = logScanRows
@@ -134,11 +153,19 @@ func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi L
 				if !lo.before(r.c) || !r.c.before(hi) {
 					continue
 				}
-				scanned++
-				last = r.c
-				if !keep(key.b) {
+				switch keep(key.b, r.c.Rev) {
+				case Stop:
+					if scanned == 0 {
+						return got, false, fmt.Errorf("the filter stopped the page at its first row, %d.%d: the page would repeat itself", r.c.Rev, r.c.Sub)
+					}
+					return got, true, nil
+				case Skip:
+					scanned++
+					last = r.c
 					continue
 				}
+				scanned++
+				last = r.c
 				// Below its own rule's floor, a kept key's changes are not
 				// all retained (logFloor).
 				if rule := s.ruleFor(key.b); q.FromRev > 0 && r.c.Rev < rule.floor().Rev {
@@ -171,30 +198,32 @@ func (s *Store) scanHeads(ctx context.Context, q LogQuery, narrow bool, lo, hi L
 }
 
 // scanSQL is the statement that reads at most n row headers between lo
-// and hi in q's order: through the (rev, sub) index for a wide range,
-// through (key, rev) for one key or a narrow range (the page's few rows
-// sorted, no value among them).
+// and hi in q's order, and its arguments: through the (rev, sub) index
+// for a wide range, through (key, rev) for one key or a narrow range (the
+// page's few rows sorted, no value among them).
 func (s *Store) scanSQL(q LogQuery, narrow bool, lo, hi LogCursor, n int) (string, []any) {
-	kr := q.Range
-	dir := ""
-	if q.Descending {
-		dir = " DESC"
-	}
-	cond, condArgs := s.q.where("l.key", kr, nil)
-	head := `SELECT l.id, l.rev, l.sub, l.key, COALESCE(octet_length(l.value), 0) FROM `
+	kr, st := q.Range, &s.sql.LogPage
 	if kr.Single() {
 		// One key changes once per revision: its rows are in (key, rev)
 		// order already.
-		return head + s.d.LogByKey("l") + ` WHERE ` + cond + ` AND l.rev >= ? AND l.rev <= ? ORDER BY l.rev` + dir + ` LIMIT ?`,
-			append(condArgs, lo.Rev, hi.Rev, n)
+		text := st.KeyHeads
+		if q.Descending {
+			text = st.KeyHeadsDesc
+		}
+		return text, []any{kr.Key, lo.Rev, hi.Rev, n}
 	}
-	from := s.d.LogByRev("l")
-	if narrow {
-		from = s.d.LogByKey("l")
+	var heads *Spans
+	switch {
+	case narrow && q.Descending:
+		heads = &st.HeadsByKeyDesc
+	case narrow:
+		heads = &st.HeadsByKey
+	case q.Descending:
+		heads = &st.HeadsDesc
+	default:
+		heads = &st.Heads
 	}
-	return head + from + ` WHERE (l.rev, l.sub) > (?, ?) AND (l.rev, l.sub) < (?, ?) AND ` + cond +
-			` ORDER BY l.rev` + dir + `, l.sub` + dir + ` LIMIT ?`,
-		append(append([]any{lo.Rev, lo.Sub, hi.Rev, hi.Sub}, condArgs...), n)
+	return heads.of(kr), append(kr.args([]any{lo.Rev, lo.Sub, hi.Rev, hi.Sub}), n)
 }
 
 // prevHeads fills in rows' sizes and their prev_kvs' row ids and sizes:
@@ -206,10 +235,7 @@ func (s *Store) prevHeads(ctx context.Context, rows []scanRow) error {
 		at[r.id] = i
 		ids[i] = r.id
 	}
-	const q = `SELECT l.id, l.deleted, p.id, COALESCE(octet_length(p.value), 0), p.deleted
-		FROM log l LEFT JOIN log p ON p.id = (SELECT x.id FROM log AS x WHERE x.key = l.key AND x.rev < l.rev ORDER BY x.rev DESC LIMIT 1)
-		WHERE l.id IN `
-	return s.byIDs(ctx, q, ids, func(rs *sql.Rows) error {
+	return s.byIDs(ctx, &s.sql.LogPage.PrevHeads, ids, func(rs *sql.Rows) error {
 		var id, deleted int64
 		var pID, pLen, pDeleted sql.NullInt64
 		if err := rs.Scan(&id, &deleted, &pID, &pLen, &pDeleted); err != nil {
@@ -247,8 +273,7 @@ func (s *Store) readEntries(ctx context.Context, rows []scanRow) ([]*Event, erro
 	}
 	got := make(map[int64]*full, len(ids))
 	sl := s.newSlab()
-	const q = `SELECT id, rev, value, create_rev, version, lease, deleted, unix_ms FROM log WHERE id IN `
-	err := s.byIDs(ctx, q, ids, func(rs *sql.Rows) error {
+	err := s.byIDs(ctx, &s.sql.LogPage.Entries, ids, func(rs *sql.Rows) error {
 		var id int64
 		var f full
 		var value blob
@@ -283,18 +308,19 @@ func (s *Store) readEntries(ctx context.Context, rows []scanRow) ([]*Event, erro
 	return evs, nil
 }
 
-// byIDs runs q, which ends in "IN ", with the list of ids, padded to one
-// of idLists' lengths (several statements for more), and calls f for each
-// row. A padded list repeats its first id: IN matches a row once.
-func (s *Store) byIDs(ctx context.Context, q string, ids []int64, f func(*sql.Rows) error) error {
+// byIDs runs one of qs, with the list of ids padded to its length
+// (IDListSizes; several statements for more), and calls f for each row. A
+// padded list repeats its first id: IN matches a row once.
+func (s *Store) byIDs(ctx context.Context, qs *IDLists, ids []int64, f func(*sql.Rows) error) error {
 	for len(ids) > 0 {
-		size := idLists[len(idLists)-1]
-		for _, n := range idLists {
+		i := len(IDListSizes) - 1
+		for j, n := range IDListSizes {
 			if n >= len(ids) {
-				size = n
+				i = j
 				break
 			}
 		}
+		size := IDListSizes[i]
 		part := ids[:min(len(ids), size)]
 		ids = ids[len(part):]
 		args := make([]any, size)
@@ -305,7 +331,7 @@ func (s *Store) byIDs(ctx context.Context, q string, ids []int64, f func(*sql.Ro
 			}
 		}
 		err := func() error {
-			rows, err := s.readRows(ctx, q+"("+strings.Repeat("?, ", size-1)+"?)", args...)
+			rows, err := s.readRows(ctx, qs[i], args...)
 			if err != nil {
 				return err
 			}

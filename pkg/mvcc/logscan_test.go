@@ -136,11 +136,11 @@ func TestLogKeepReadsNoFilteredValue(t *testing.T) {
 			put(t, s, fmt.Sprintf("/f/small/%d", i%3), []byte(fmt.Sprint("s", i)))
 		}
 		kr := mvcc.PrefixRange([]byte("/f/"))
-		keep := func(k []byte) bool { return !bytes.Equal(k, []byte("/f/big")) }
+		keep := func(k []byte, _ int64) mvcc.Verdict { return verdict(!bytes.Equal(k, []byte("/f/big"))) }
 		all, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000})
 		var want []*mvcc.Event
 		for _, e := range all {
-			if keep(e.Kv.Key) {
+			if keep(e.Kv.Key, e.Rev()) == mvcc.Take {
 				want = append(want, e)
 			}
 		}
@@ -181,7 +181,7 @@ func TestLogScanBoundReturnsContinue(t *testing.T) {
 		}
 		put(t, s, "/g/kept", []byte("last"))
 		kr := mvcc.PrefixRange([]byte("/g/"))
-		keep := func(k []byte) bool { return bytes.HasPrefix(k, []byte("/g/kept")) }
+		keep := func(k []byte, _ int64) mvcc.Verdict { return verdict(bytes.HasPrefix(k, []byte("/g/kept"))) }
 		for _, desc := range []bool{false, true} {
 			q := mvcc.LogQuery{Range: kr, Keep: keep, Descending: desc, Limit: 10}
 			page, err := s.Log(context.Background(), q)
@@ -202,6 +202,67 @@ func TestLogScanBoundReturnsContinue(t *testing.T) {
 			evs, pages := allPages(t, s, mvcc.LogQuery{Range: kr, Keep: keep, Descending: desc, Limit: 10})
 			if len(evs) != 2 || pages < 102/20 {
 				t.Fatalf("descending %v: %d entries in %d pages, want 2 in at least %d", desc, len(evs), pages, 102/20)
+			}
+		}
+	})
+}
+
+// verdict is Take for true, Skip for false.
+func verdict(take bool) mvcc.Verdict {
+	if take {
+		return mvcc.Take
+	}
+	return mvcc.Skip
+}
+
+// A filter that stops ends its page before the row it stopped at, and the
+// next page starts there: the pages together list every row the filter
+// takes, in order, none twice; a filter that stops at a page's first row
+// is an error, not a page that repeats itself.
+func TestLogKeepStops(t *testing.T) {
+	onBackends(t, mvcc.Options{}, func(t *testing.T, s *mvcc.Store) {
+		for i := range 30 {
+			put(t, s, fmt.Sprintf("/h/%d", i%7), []byte(fmt.Sprint(i)))
+		}
+		kr := mvcc.PrefixRange([]byte("/h/"))
+		all, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000})
+		for _, desc := range []bool{false, true} {
+			// Each page stops at its fourth distinct key, as a filter with
+			// three questions to ask per page would.
+			var got []*mvcc.Event
+			q := mvcc.LogQuery{Range: kr, Descending: desc, Limit: 100}
+			for pages := 0; ; pages++ {
+				if pages > 30 {
+					t.Fatalf("descending %v: more than 30 pages", desc)
+				}
+				seen := map[string]bool{}
+				q.Keep = func(k []byte, _ int64) mvcc.Verdict {
+					if !seen[string(k)] && len(seen) == 3 {
+						return mvcc.Stop
+					}
+					seen[string(k)] = true
+					return mvcc.Take
+				}
+				page, err := s.Log(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Events) == 0 || len(page.Events) > 3*5 {
+					t.Fatalf("descending %v: a page of %d entries", desc, len(page.Events))
+				}
+				got = append(got, page.Events...)
+				if !page.More {
+					break
+				}
+				q.After = page.Next
+			}
+			if desc {
+				slices.Reverse(got)
+			}
+			sameEvents(t, fmt.Sprintf("descending %v", desc), got, all)
+			stop := mvcc.LogQuery{Range: kr, Descending: desc, Limit: 100, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Stop }}
+			if _, err := s.Log(context.Background(), stop); err == nil {
+				t.Errorf("descending %v: a filter that stops at the first row: no error", desc)
 			}
 		}
 	})
@@ -280,13 +341,13 @@ func TestLogKeepChecksEachKeysFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		kr := mvcc.PrefixRange([]byte("/r/"))
-		long := func(k []byte) bool { return bytes.HasPrefix(k, []byte("/r/long/")) }
+		long := func(k []byte, _ int64) mvcc.Verdict { return verdict(bytes.HasPrefix(k, []byte("/r/long/"))) }
 		for _, desc := range []bool{false, true} {
 			evs, _ := allPages(t, s, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: long, Descending: desc, Limit: 3})
 			if len(evs) != 6 {
 				t.Errorf("descending %v: %d changes of /r/long/b, want 6", desc, len(evs))
 			}
-			_, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: func([]byte) bool { return true }, Descending: desc, Limit: 1000})
+			_, err := s.Log(ctx, mvcc.LogQuery{Range: kr, FromRev: 2, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }, Descending: desc, Limit: 1000})
 			var oor *mvcc.OutOfRangeError
 			if !errors.As(err, &oor) || !strings.Contains(oor.Msg, `"/r/short/"`) {
 				t.Errorf("descending %v: a window below /r/short/'s floor that lists its key: %v", desc, err)
@@ -297,6 +358,61 @@ func TestLogKeepChecksEachKeysFloor(t *testing.T) {
 		}
 		if _, _, err := s.FirstRevisionFrom(ctx, kr, 1_800_000_000_000, true); err != nil {
 			t.Errorf("a filtered Log's start at the first write: %v", err)
+		}
+	})
+}
+
+// A page of a wide range read in the log's order walks at most the scan
+// bound's rows of the log, in its range or not: a range whose changes lie
+// beyond that many rows of others gets empty pages with continue tokens
+// until it reaches them, in either order, with a filter or without; the
+// pages together list exactly the range's changes.
+func TestLogWideRangeWalksABoundedWindow(t *testing.T) {
+	onBackends(t, mvcc.Options{}, func(t *testing.T, s *mvcc.Store) {
+		defer mvcc.SetNarrowRange(4)()
+		defer mvcc.SetScanBounds(20, 20)()
+		for i := range 10 {
+			put(t, s, fmt.Sprintf("/w/sparse/%d", i), []byte("early"))
+		}
+		for i := range 60 {
+			put(t, s, fmt.Sprintf("/w/busy/%d", i%7), []byte("x"))
+		}
+		for i := range 10 {
+			put(t, s, fmt.Sprintf("/w/sparse/%d", i), []byte("late"))
+		}
+		kr := mvcc.PrefixRange([]byte("/w/sparse/"))
+		want, _ := allPages(t, s, mvcc.LogQuery{Range: kr, Limit: 1000, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }})
+		if len(want) != 20 {
+			t.Fatalf("%d changes of the sparse range, want 20", len(want))
+		}
+		for _, tc := range []struct {
+			name string
+			q    mvcc.LogQuery
+		}{
+			{"in order", mvcc.LogQuery{Range: kr, Limit: 1000}},
+			{"newest first", mvcc.LogQuery{Range: kr, Limit: 1000, Descending: true}},
+			{"filtered", mvcc.LogQuery{Range: kr, Limit: 1000, Keep: func([]byte, int64) mvcc.Verdict { return mvcc.Take }}},
+		} {
+			q := tc.q
+			q.After = mvcc.LogCursor{Rev: want[9].Rev()}
+			if q.Descending {
+				q.After = mvcc.LogCursor{Rev: want[10].Rev()}
+			}
+			page, err := s.Log(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Events) != 0 || !page.More {
+				t.Errorf("%s: the page after the first ten has %d entries (more %v); want none within 20 rows of the busy keys, and more", tc.name, len(page.Events), page.More)
+			}
+			got, pages := allPages(t, s, tc.q)
+			if tc.q.Descending {
+				slices.Reverse(got)
+			}
+			sameEvents(t, tc.name, got, want)
+			if pages < 80/20 {
+				t.Errorf("%s: %d pages over 80 rows, want at least %d of at most 20 rows each", tc.name, pages, 80/20)
+			}
 		}
 	})
 }

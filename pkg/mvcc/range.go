@@ -11,26 +11,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// querier runs SQL written with ? placeholders: a transaction through
-// prepTx, or a connection through binder.
+// querier runs the dialect's statements: a read or SQLite batch
+// transaction through prepTx, or a replica batch's connection.
 type querier = Querier
-
-// queries renders the SQL the engine builds per request for one dialect.
-type queries struct {
-	d Dialect
-}
-
-// where renders the key-range condition on column col.
-func (q queries) where(col string, kr KeyRange, args []any) (string, []any) {
-	switch {
-	case kr.Single():
-		return col + " = ?", append(args, kr.Key)
-	case kr.Unbounded:
-		return col + " >= ?", append(args, kr.Key)
-	default:
-		return col + " >= ? AND " + col + " < ?", append(args, kr.Key, kr.End)
-	}
-}
 
 // RangeResult is a Range answer before it becomes a RangeResponse.
 type RangeResult struct {
@@ -75,9 +58,6 @@ func (s *Store) rangeOnce(ctx context.Context, r *pb.RangeRequest) (*RangeResult
 	if res, ok, err := s.rangeLatest(ctx, r); ok || err != nil {
 		return res, err
 	}
-	if err := s.warmRange(ctx, r); err != nil {
-		return nil, err
-	}
 	tx, done, err := s.readTx(ctx)
 	if err != nil {
 		return nil, err
@@ -85,7 +65,7 @@ func (s *Store) rangeOnce(ctx context.Context, r *pb.RangeRequest) (*RangeResult
 	defer done()
 	// The revision is read in the same snapshot as the data.
 	var rev, compact int64
-	if err := tx.QueryRowContext(ctx, metaSQL).Scan(&rev, &compact); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.Meta.RevFloor).Scan(&rev, &compact); err != nil {
 		return nil, err
 	}
 	return s.rangeAt(ctx, tx, r, s.shownRev(rev), rev, compact)
@@ -121,13 +101,11 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 		return nil, false, nil
 	}
 	order, filtered, _, sortByValue, keysOnly := rangePlan(r)
-	cond, args := s.q.where("c.key", kr, nil)
-	cols := liveCols
+	q := s.sql.Range.Latest
 	if keysOnly {
-		cols = liveKeyCols
+		q = s.sql.Range.LatestKeys
 	}
-	q := `SELECT m.rev, ` + cols + ` FROM (SELECT (SELECT value FROM meta WHERE name = 'rev') AS rev) m LEFT JOIN current c ON ` + cond
-	rows, err := s.readRows(ctx, q, args...)
+	rows, err := s.readRows(ctx, q, kr.Key)
 	if err != nil {
 		return nil, true, err
 	}
@@ -154,36 +132,6 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 	}
 	res.Count = int64(len(kvs))
 	return finishRange(res, kvs, r, order, sortByValue, filtered), true, nil
-}
-
-// metaSQL reads the revision and the etcd API's floor: the higher of
-// Compact's and retention's.
-const metaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT MAX(value) FROM meta WHERE name IN ('compact', 'retain_floor'))`
-
-// warmRange prepares, before the read transaction takes a connection, every
-// statement the range may run.
-func (s *Store) warmRange(ctx context.Context, r *pb.RangeRequest) error {
-	kr := NewKeyRange(r.Key, r.RangeEnd)
-	if len(r.Key) == 0 || kr.Empty() {
-		return nil
-	}
-	_, _, limit, _, keysOnly := rangePlan(r)
-	pasts := []bool{false}
-	if r.Revision > 0 {
-		pasts = append(pasts, true) // unless it turns out to be the latest
-	}
-	qs := []string{metaSQL}
-	for _, past := range pasts {
-		if r.CountOnly || limit > 0 {
-			qs = append(qs, s.countSQL(kr, past))
-		}
-		// A limit at or above the count is dropped: both forms may run.
-		qs = append(qs, s.fetchSQL(kr, past, false, keysOnly))
-		if limit > 0 {
-			qs = append(qs, s.fetchSQL(kr, past, true, keysOnly))
-		}
-	}
-	return s.rstmts.warm(ctx, qs...)
 }
 
 // rangePlan is what a Range asks of SQL: the sort left to do in Go (NONE
@@ -353,13 +301,10 @@ func cmp64(a, b int64) int {
 
 // the rows attached to that lease (a write batch's compares, deletes and
 // revocations).
-func scanCurrent(ctx context.Context, q querier, qs queries, kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
-	query := `SELECT ` + liveCols + ` FROM current c WHERE c.lease = ? ORDER BY c.key`
-	args := []any{lease}
+func scanCurrent(ctx context.Context, q querier, cur *CurrentSQL, kr KeyRange, lease int64) ([]*mvccpb.KeyValue, error) {
+	query, args := cur.ByLease, []any{lease}
 	if lease == 0 {
-		var cond string
-		cond, args = qs.where("c.key", kr, nil)
-		query = `SELECT ` + liveCols + ` FROM current c WHERE ` + cond + ` ORDER BY c.key`
+		query, args = cur.Range.of(kr), kr.args(nil)
 	}
 	var out []*mvccpb.KeyValue
 	err := eachCurrent(ctx, q, query, args, func(kv *mvccpb.KeyValue) bool {
@@ -369,8 +314,9 @@ func scanCurrent(ctx context.Context, q querier, qs queries, kr KeyRange, lease 
 	return out, err
 }
 
-// eachCurrent runs query, which selects key, value, create_rev, mod_rev,
-// version and lease, and calls f with each row until f returns false.
+// eachCurrent runs query, one of CurrentSQL's (key, value, create_rev,
+// mod_rev, version, lease), and calls f with each row until f returns
+// false.
 func eachCurrent(ctx context.Context, q querier, query string, args []any, f func(*mvccpb.KeyValue) bool) error {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -409,25 +355,10 @@ func (s *Store) readTx(ctx context.Context) (tx prepTx, done func(), err error) 
 // it returns come from one snapshot.
 var readTxOptions = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
 
-// A live key's value is in its latest change's log row, (key, mod_rev),
-// which the log_key_rev index finds: current holds no value of its own, so
-// each value is stored once (ADR-014). Retention never deletes that row
-// (pruneBatch). liveValue reads it for current's row c as a correlated
-// subquery, not a join: each row is then one index seek in both dialects,
-// where PostgreSQL would choose a hash join over a scan of the whole log for
-// a long range, and the plan over current, its order included, stays as it
-// was. liveCols are the columns eachCurrent reads, and liveKeyCols the
-// same without the value.
-const (
-	liveValue   = `(SELECT l.value FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev)`
-	liveCols    = `c.key, ` + liveValue + `, c.create_rev, c.mod_rev, c.version, c.lease`
-	liveKeyCols = `c.key, NULL, c.create_rev, c.mod_rev, c.version, c.lease`
-)
-
 // getCurrent reads key's current row inside q (nil: absent).
-func getCurrent(ctx context.Context, q querier, key []byte) (*mvccpb.KeyValue, error) {
+func getCurrent(ctx context.Context, q querier, cur *CurrentSQL, key []byte) (*mvccpb.KeyValue, error) {
 	kv := &mvccpb.KeyValue{Key: key}
-	return rowKV(kv, q.QueryRowContext(ctx, sqlGetCurrent, key).
+	return rowKV(kv, q.QueryRowContext(ctx, cur.Get, key).
 		Scan(&kv.Value, &kv.CreateRevision, &kv.ModRevision, &kv.Version, &kv.Lease))
 }
 

@@ -3,80 +3,55 @@ package mvcc
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// The SQL a Range runs when the live index cannot answer it (a past
-// revision, PostgreSQL, a store over its index budget): the statements, by
-// the shape of the request, and the fetch that reads their rows.
+// What a Range reads from SQL when the live index cannot answer it (a
+// past revision, PostgreSQL, a store over its index budget): which of the
+// dialect's statements (RangeSQL) its shape runs, and the fetch that reads
+// their rows.
 
-// pastSQL is the subquery of the rows of keys in kr that changed after
-// revision at, as they were at it (absent if deleted then):
-// only those need resolving from the log; every other key's current row is
-// already its state at that revision. It scans the log from at onwards, which
-// for the revisions the apiserver pins (seconds old) is a handful of rows.
-func (s *Store) pastSQL(kr KeyRange, at int64, args []any) (string, []any) {
-	cond, args2 := s.q.where("y.key", kr, nil)
-	// CROSS JOIN keeps SQLite's join order: the few changed keys drive the
-	// lookups, never a scan of the log.
-	sub := `SELECT l.key AS key, l.value AS value, l.create_rev AS create_rev, l.rev AS mod_rev, l.version AS version, l.lease AS lease
-		FROM (SELECT c.key AS k, (SELECT MAX(x.rev) FROM log x WHERE x.key = c.key AND x.rev <= ?) AS r
-		      FROM (SELECT DISTINCT y.key FROM ` + s.d.LogByRev("y") + ` WHERE y.rev > ? AND ` + cond + `) c) t
-		CROSS JOIN log l
-		WHERE l.key = t.k AND l.rev = t.r AND l.deleted = 0`
-	args = append(args, at, at)
-	return sub, append(args, args2...)
+// rangeArgs are the arguments of a Range statement over kr at revision
+// at (past: below the store's revision): the key range, then for a past
+// revision at three times (the current rows not changed since at, and the
+// changed keys' rows as of at) and the key range again.
+func rangeArgs(kr KeyRange, at int64, past bool) []any {
+	args := kr.args(nil)
+	if past {
+		args = kr.args(append(args, at, at, at))
+	}
+	return args
 }
 
 func (s *Store) countSQL(kr KeyRange, past bool) string {
-	cond, _ := s.q.where("key", kr, nil)
-	if !past {
-		return `SELECT COUNT(*) FROM current WHERE ` + cond
-	}
-	sub, _ := s.pastSQL(kr, 0, nil)
-	return `SELECT (SELECT COUNT(*) FROM current WHERE ` + cond + ` AND mod_rev <= ?) + (SELECT COUNT(*) FROM (` + sub + `) p)`
-}
-
-func (s *Store) rangeArgs(kr KeyRange, at int64, past bool) []any {
-	_, args := s.q.where("key", kr, nil)
 	if past {
-		args = append(args, at)
-		_, args = s.pastSQL(kr, at, args)
+		return s.sql.Range.CountAt.of(kr)
 	}
-	return args
+	return s.sql.Range.Count.of(kr)
 }
 
 func (s *Store) count(ctx context.Context, q querier, kr KeyRange, at, rev int64) (int64, error) {
 	past := at < rev
 	var n int64
-	err := q.QueryRowContext(ctx, s.countSQL(kr, past), s.rangeArgs(kr, at, past)...).Scan(&n)
+	err := q.QueryRowContext(ctx, s.countSQL(kr, past), rangeArgs(kr, at, past)...).Scan(&n)
 	return n, err
 }
 
 func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
-	cond, _ := s.q.where("c.key", kr, nil)
-	cols := liveCols
+	l := &s.sql.Range.List
 	if keysOnly {
-		cols = liveKeyCols
+		l = &s.sql.Range.Keys
 	}
-	live := `SELECT ` + cols + ` FROM current c WHERE ` + cond
-	var b strings.Builder
-	if !past {
-		b.WriteString(live + " ORDER BY c.key")
-	} else {
-		pcols := "key, value, create_rev, mod_rev, version, lease"
-		if keysOnly {
-			pcols = "key, NULL, create_rev, mod_rev, version, lease"
-		}
-		sub, _ := s.pastSQL(kr, 0, nil)
-		b.WriteString(live + " AND c.mod_rev <= ? UNION ALL SELECT " + pcols + " FROM (" + sub + ") p ORDER BY 1")
+	switch {
+	case past && limited:
+		return l.AtLimit.of(kr)
+	case past:
+		return l.At.of(kr)
+	case limited:
+		return l.LatestLimit.of(kr)
 	}
-	if limited {
-		b.WriteString(" LIMIT ?")
-	}
-	return b.String()
+	return l.Latest.of(kr)
 }
 
 // fetch reads the rows of kr at revision at. sizeHint (the count, when
@@ -91,7 +66,7 @@ func (s *Store) fetchSQL(kr KeyRange, past, limited, keysOnly bool) string {
 // (docs/benchmarks/first-figures-and-live-index.md).
 func (s *Store) fetch(ctx context.Context, q querier, kr KeyRange, at, rev, limit int64, keysOnly bool, sizeHint int64) ([]*mvccpb.KeyValue, error) {
 	past := at < rev
-	args := s.rangeArgs(kr, at, past)
+	args := rangeArgs(kr, at, past)
 	if limit > 0 {
 		args = append(args, limit)
 		sizeHint = min(sizeHint, limit)

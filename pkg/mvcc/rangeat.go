@@ -57,6 +57,10 @@ func (s *Store) RangeAt(ctx context.Context, q RangeAtQuery) (*RangeAtPage, erro
 	}
 	from := q.Range.Key
 	if q.After != nil {
+		// A page never reads outside its range, whatever After says.
+		if !q.Range.Contains(q.After) {
+			return nil, fmt.Errorf("range at a revision: the page would start after %q, outside the range", q.After)
+		}
 		from = append(append([]byte(nil), q.After...), 0) // the first key after it
 	}
 	step := q.Limit + 1
@@ -137,7 +141,7 @@ func (s *Store) RangeAt(ctx context.Context, q RangeAtQuery) (*RangeAtPage, erro
 		page.Kvs = append(page.Kvs, kv)
 	}
 	vsl := s.newSlab()
-	err := s.byIDs(ctx, `SELECT id, rev, value, create_rev, version, lease FROM log WHERE id IN `, ids, func(rs *sql.Rows) error {
+	err := s.byIDs(ctx, &s.sql.RangeAt.Values, ids, func(rs *sql.Rows) error {
 		var id int64
 		var value blob
 		var kv mvccpb.KeyValue
@@ -166,29 +170,19 @@ func (s *Store) RangeAt(ctx context.Context, q RangeAtQuery) (*RangeAtPage, erro
 	return page, nil
 }
 
-// keysAtSQL reads the next n keys of kr from from on, in key order, each
-// with its row at revision at (its id, its value's size and whether it is
-// a delete; none when the key had no row then). A recursive query walks
-// the (key, rev) index from one key to the next, so a key's many
-// revisions cost one lookup, not a scan of them.
+// keysAtSQL is the statement that reads the next n keys of kr from from
+// on, in key order, each with its row at revision at (its id, its value's
+// size and whether it is a delete; none when the key had no row then),
+// and its arguments. A recursive query walks the (key, rev) index from
+// one key to the next, so a key's many revisions cost one lookup, not a
+// scan of them.
 func (s *Store) keysAtSQL(kr KeyRange, from []byte, at int64, n int) (string, []any) {
-	endCond, endArgs := "", []any(nil)
-	if !kr.Unbounded {
-		end := kr.End
-		if kr.Single() {
-			end = append(append([]byte(nil), kr.Key...), 0)
-		}
-		endCond, endArgs = ` AND x.key < ?`, []any{end}
+	if kr.Unbounded {
+		return s.sql.RangeAt.Keys.From, []any{from, n, at}
 	}
-	q := `WITH RECURSIVE k(n, key) AS (
-			SELECT 1, (SELECT x.key FROM log AS x WHERE x.key >= ?` + endCond + ` ORDER BY x.key LIMIT 1)
-			UNION ALL
-			SELECT k.n + 1, (SELECT x.key FROM log AS x WHERE x.key > k.key` + endCond + ` ORDER BY x.key LIMIT 1) FROM k WHERE k.key IS NOT NULL AND k.n < ?
-		)
-		SELECT k.key, l.id, COALESCE(octet_length(l.value), 0), l.deleted
-		FROM k LEFT JOIN log l ON l.id = (SELECT y.id FROM log AS y WHERE y.key = k.key AND y.rev <= ? ORDER BY y.rev DESC LIMIT 1)
-		WHERE k.key IS NOT NULL ORDER BY k.n`
-	args := append([]any{from}, endArgs...)
-	args = append(args, endArgs...)
-	return q, append(args, n, at)
+	end := kr.End
+	if kr.Single() {
+		end = append(append([]byte(nil), kr.Key...), 0)
+	}
+	return s.sql.RangeAt.Keys.Between, []any{from, end, end, n, at}
 }

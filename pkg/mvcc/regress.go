@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"reflect"
-	"sync/atomic"
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/metrics"
@@ -35,67 +33,22 @@ import (
 // bumps.
 const RevisionBump = 1_000_000_000
 
-// resetMeta names meta's row that holds the revision the last bump set:
-// a watcher reading the log from below it is cancelled (floorSQL), on
-// every replica, whatever its own state.
-const resetMeta = "reset"
-
-// regressSQL is BumpRevision's SQL, bound for a dialect.
-type regressSQL struct {
-	setRev, setReset string
-	// lockRev takes the lock every batch takes first and reads the
-	// revision (the tailer's bump).
-	lockRev string
-}
-
-func bindRegressSQL(d Dialect) regressSQL {
-	return regressSQL{
-		setRev: d.Bind(`UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`),
-		setReset: d.Bind(`INSERT INTO meta (name, value) VALUES ('` + resetMeta + `', ?)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`),
-		lockRev: `UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`,
-	}
-}
-
-// BumpRevision moves the database's revision and Compact's floor to rev,
-// and the floor below which a watch is cancelled, inside tx. A Store runs
-// the statements it bound at open (bumpRevision); for a caller outside
-// one (pkg/drivers/sqlite's restore) they are bound once and kept while
-// the calls name the same dialect (regressSQLFor).
+// BumpRevision moves the database's revision and Compact's floor to rev
+// inside tx, and sets meta's reset row to it: a watcher reading the log
+// from below it is cancelled (MetaSQL.LogFloor), on every replica,
+// whatever its own state. It runs d's statements (RegressSQL), as a Store
+// does (bumpRevision); the caller outside one is pkg/drivers/sqlite's
+// restore.
 func BumpRevision(ctx context.Context, tx *sql.Tx, d Dialect, rev int64) error {
-	return bumpRevision(ctx, tx, regressSQLFor(d), rev)
+	return bumpRevision(ctx, tx, &d.Statements().Regress, rev)
 }
 
-func bumpRevision(ctx context.Context, tx *sql.Tx, q regressSQL, rev int64) error {
-	if _, err := tx.ExecContext(ctx, q.setRev, rev); err != nil {
+func bumpRevision(ctx context.Context, tx *sql.Tx, q *RegressSQL, rev int64) error {
+	if _, err := tx.ExecContext(ctx, q.SetRev, rev); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, q.setReset, rev)
+	_, err := tx.ExecContext(ctx, q.SetReset, rev)
 	return err
-}
-
-// lastRegressSQL is regressSQLFor's cache: one dialect, as a restore calls
-// with one, so that it holds no more than that whatever the callers.
-var lastRegressSQL atomic.Pointer[dialectRegressSQL]
-
-type dialectRegressSQL struct {
-	d Dialect
-	q regressSQL
-}
-
-// regressSQLFor is d's regressSQL, bound again only for another dialect.
-// A dialect whose type is not comparable is bound at each call: == on it
-// would panic.
-func regressSQLFor(d Dialect) regressSQL {
-	if !reflect.TypeOf(d).Comparable() {
-		return bindRegressSQL(d)
-	}
-	if c := lastRegressSQL.Load(); c != nil && c.d == d {
-		return c.q
-	}
-	q := bindRegressSQL(d)
-	lastRegressSQL.Store(&dialectRegressSQL{d: d, q: q})
-	return q
 }
 
 // regressedError is a batch that found the database at a revision below
@@ -174,14 +127,14 @@ func (t *tailer) bump(ctx context.Context, seen int64) (rev int64, bumped bool, 
 	}
 	defer tx.Rollback()
 	// The lock every batch takes first: none commits until this ends.
-	if err := tx.QueryRowContext(ctx, t.s.sql.regress.lockRev).Scan(&rev); err != nil {
+	if err := tx.QueryRowContext(ctx, t.s.sql.Regress.LockRev).Scan(&rev); err != nil {
 		return 0, false, err
 	}
 	if rev >= seen {
 		return rev, false, nil
 	}
 	rev = seen + RevisionBump
-	if err := bumpRevision(ctx, tx, t.s.sql.regress, rev); err != nil {
+	if err := bumpRevision(ctx, tx, &t.s.sql.Regress, rev); err != nil {
 		return 0, false, err
 	}
 	if err := t.sh.Notify(ctx, tx, t.instance+notifyRev); err != nil {

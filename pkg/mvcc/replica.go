@@ -66,7 +66,7 @@ func (s *Store) openReplicaIndex(ctx context.Context) error {
 		return nil
 	}
 	s.replica.fence = &readFence{base: s.bgCtx, query: func(ctx context.Context) (rev int64, err error) {
-		err = s.rdb.QueryRowContext(ctx, revSQL).Scan(&rev)
+		err = s.readRow(ctx, s.sql.Meta.Rev).Scan(&rev)
 		return rev, err
 	}}
 	s.index.Store(c)

@@ -79,7 +79,7 @@ func (s *Store) initRules(ctx context.Context) error {
 			return fmt.Errorf("retention of %q is %v: it must be 0 (keep everything) or at least %v", r.prefix, r.retain, MinRetain)
 		}
 		var f Floor
-		err := s.wdb.QueryRowContext(ctx, s.sql.retention.floor, ruleKey(r)).Scan(&f.Rev, &f.UnixMs)
+		err := s.wdb.QueryRowContext(ctx, s.sql.Retention.Floor, ruleKey(r)).Scan(&f.Rev, &f.UnixMs)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Store) initRules(ctx context.Context) error {
 	// An imported store holds nothing before the import's revision, for
 	// any key (import.go).
 	var rev, ms sql.NullInt64
-	err := s.wdb.QueryRowContext(ctx, s.sql.retention.imported).Scan(&rev, &ms)
+	err := s.wdb.QueryRowContext(ctx, s.sql.Retention.Imported).Scan(&rev, &ms)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Store) initRules(ctx context.Context) error {
 		r.fl.raise(Floor{Rev: rev.Int64, UnixMs: ms.Int64})
 	}
 	var rf int64
-	if err := s.wdb.QueryRowContext(ctx, s.sql.retention.retainFloor).Scan(&rf); err != nil {
+	if err := s.wdb.QueryRowContext(ctx, s.sql.Retention.RetainFloor).Scan(&rf); err != nil {
 		return err
 	}
 	s.retainFloor.Store(rf)
@@ -110,7 +110,7 @@ func (s *Store) initRules(ctx context.Context) error {
 // notification arrives (pruneBatch). Floors only rise, so a stale read is
 // harmless.
 func (s *Store) syncFloors(ctx context.Context) error {
-	rows, err := s.rdb.QueryContext(ctx, s.sql.retention.floors)
+	rows, err := s.rdb.QueryContext(ctx, s.sql.Retention.Floors)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Store) syncFloors(ctx context.Context) error {
 		return err
 	}
 	var rf int64
-	if err := s.rdb.QueryRowContext(ctx, s.sql.retention.retainFloor).Scan(&rf); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, s.sql.Retention.RetainFloor).Scan(&rf); err != nil {
 		return err
 	}
 	storeMax(&s.retainFloor, rf)
@@ -206,7 +206,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 func (s *Store) target(ctx context.Context, r *retentionRule) (f Floor, ok bool, err error) {
 	if r.retain != 0 {
 		cutoff := s.opts.Now().Add(-r.retain).UnixMilli()
-		err := s.rdb.QueryRowContext(ctx, s.sql.retention.atTime, cutoff).Scan(&f.Rev, &f.UnixMs)
+		err := s.rdb.QueryRowContext(ctx, s.sql.Retention.AtTime, cutoff).Scan(&f.Rev, &f.UnixMs)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return f, false, err
 		}
@@ -216,7 +216,7 @@ func (s *Store) target(ctx context.Context, r *retentionRule) (f Floor, ok bool,
 		return f, ok, nil
 	}
 	if rev := r.budget.floor(); rev > f.Rev {
-		err := s.rdb.QueryRowContext(ctx, s.sql.retention.atRev, rev).Scan(&f.Rev, &f.UnixMs)
+		err := s.rdb.QueryRowContext(ctx, s.sql.Retention.AtRev, rev).Scan(&f.Rev, &f.UnixMs)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return f, false, err
 		}
@@ -241,7 +241,7 @@ func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {
 	// Rows strictly below F are candidates; the rows at F stay, so every
 	// event at F and after is still whole.
 	var maxID int64
-	err = s.rdb.QueryRowContext(ctx, s.sql.retention.lastBelow, f.Rev).Scan(&maxID)
+	err = s.rdb.QueryRowContext(ctx, s.sql.Retention.LastBelow, f.Rev).Scan(&maxID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -282,15 +282,15 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 	}
 	defer tx.Rollback()
 	var cursor, was int64
-	err = tx.QueryRowContext(ctx, s.sql.retention.cursor, ruleKey(r)).Scan(&cursor, &was)
+	err = tx.QueryRowContext(ctx, s.sql.Retention.Cursor, ruleKey(r)).Scan(&cursor, &was)
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := tx.ExecContext(ctx, s.sql.retention.insertRule, ruleKey(r)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.sql.Retention.InsertRule, ruleKey(r)); err != nil {
 			return 0, false, err
 		}
 	} else if err != nil {
 		return 0, false, err
 	}
-	rows, err := tx.QueryContext(ctx, s.sql.retention.rows, cursor, maxID, s.opts.PruneBatch)
+	rows, err := tx.QueryContext(ctx, s.sql.Retention.Rows, cursor, maxID, s.opts.PruneBatch)
 	if err != nil {
 		return 0, false, err
 	}
@@ -322,23 +322,23 @@ func (s *Store) pruneBatch(ctx context.Context, r *retentionRule, f Floor, maxID
 		// A live key's latest change is never deleted: it is the row its
 		// value is read from (current holds none, ADR-014), and nothing
 		// supersedes it. Keep it so (TestPruneKeepsEveryLiveValue).
-		res, err := tx.ExecContext(ctx, s.sql.retention.deleteBelow, c.key, c.rev)
+		res, err := tx.ExecContext(ctx, s.sql.Retention.DeleteBelow, c.key, c.rev)
 		if err != nil {
 			return 0, false, err
 		}
 		n, _ := res.RowsAffected()
 		removed += int(n)
 		if c.deleted != 0 {
-			if _, err := tx.ExecContext(ctx, s.sql.retention.deleteRow, c.id); err != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.Retention.DeleteRow, c.id); err != nil {
 				return 0, false, err
 			}
 			removed++
 		}
 	}
-	if _, err := tx.ExecContext(ctx, s.sql.retention.setRule, f.Rev, f.UnixMs, cursor, ruleKey(r)); err != nil {
+	if _, err := tx.ExecContext(ctx, s.sql.Retention.SetRule, f.Rev, f.UnixMs, cursor, ruleKey(r)); err != nil {
 		return 0, false, err
 	}
-	if _, err := tx.ExecContext(ctx, s.sql.retention.setFloor, f.Rev, f.Rev); err != nil {
+	if _, err := tx.ExecContext(ctx, s.sql.Retention.SetFloor, f.Rev, f.Rev); err != nil {
 		return 0, false, err
 	}
 	if r := s.replica; r != nil && f.Rev > was {
@@ -437,33 +437,4 @@ func (s *Store) rangeFloor(kr KeyRange) Floor {
 		}
 	}
 	return floor
-}
-
-// retentionSQL is the pruning loop's SQL, bound for the store's dialect.
-type retentionSQL struct {
-	floor, atTime, atRev, lastBelow           string
-	cursor, insertRule, rows                  string
-	deleteBelow, deleteRow, setRule, setFloor string
-	// The floors as the database holds them: an import's, the log's
-	// (retain_floor) and each rule's.
-	imported, retainFloor, floors string
-}
-
-func bindRetentionSQL(d Dialect) retentionSQL {
-	return retentionSQL{
-		floor:       d.Bind(`SELECT floor, floor_unix_ms FROM retention WHERE prefix = ?`),
-		atTime:      d.Bind(`SELECT rev, unix_ms FROM log WHERE unix_ms <= ? ORDER BY unix_ms DESC, rev DESC LIMIT 1`),
-		atRev:       d.Bind(`SELECT rev, unix_ms FROM log WHERE rev >= ? ORDER BY rev LIMIT 1`),
-		lastBelow:   d.Bind(`SELECT id FROM log WHERE rev < ? ORDER BY rev DESC, sub DESC LIMIT 1`),
-		cursor:      d.Bind(`SELECT cursor, floor FROM retention WHERE prefix = ?`),
-		insertRule:  d.Bind(`INSERT INTO retention (prefix, floor, floor_unix_ms, cursor) VALUES (?, 0, 0, 0)`),
-		rows:        d.Bind(`SELECT id, key, rev, deleted FROM log WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`),
-		deleteBelow: d.Bind(`DELETE FROM log WHERE key = ? AND rev < ?`),
-		deleteRow:   d.Bind(`DELETE FROM log WHERE id = ?`),
-		setRule:     d.Bind(`UPDATE retention SET floor = ?, floor_unix_ms = ?, cursor = ? WHERE prefix = ?`),
-		setFloor:    d.Bind(`UPDATE meta SET value = ? WHERE name = 'retain_floor' AND value < ?`),
-		imported:    `SELECT (SELECT value FROM meta WHERE name = 'imported_rev'), (SELECT value FROM meta WHERE name = 'imported_unix_ms')`,
-		retainFloor: `SELECT value FROM meta WHERE name = 'retain_floor'`,
-		floors:      `SELECT prefix, floor, floor_unix_ms FROM retention`,
-	}
 }

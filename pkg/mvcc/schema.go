@@ -17,24 +17,6 @@ func randomID() int64 {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
 }
 
-// schemaSQL is migrate's SQL, bound for the store's dialect.
-type schemaSQL struct {
-	version, insertMeta, insertVersion, setVersion string
-	// What a store loads as it opens: meta's rows and the leases.
-	state, leases string
-}
-
-func bindSchemaSQL(d Dialect) schemaSQL {
-	return schemaSQL{
-		version:       d.Bind(`SELECT value FROM meta WHERE name = 'schema'`),
-		insertMeta:    d.Bind(`INSERT INTO meta (name, value) VALUES (?, ?)`),
-		insertVersion: d.Bind(`INSERT INTO meta (name, value) VALUES ('schema', ?)`),
-		setVersion:    d.Bind(`UPDATE meta SET value = ? WHERE name = 'schema'`),
-		state:         `SELECT name, value FROM meta`,
-		leases:        `SELECT id, ttl FROM leases`,
-	}
-}
-
 // migrate brings the schema to the newest version this binary knows, in
 // one transaction (under sh's lock, when replicas may start at once).
 func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
@@ -48,11 +30,11 @@ func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (name VARCHAR(64) NOT NULL PRIMARY KEY, value BIGINT NOT NULL)`); err != nil {
+	if _, err := tx.ExecContext(ctx, s.sql.Schema.CreateMeta); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	var have int64
-	err = tx.QueryRowContext(ctx, s.sql.schema.version).Scan(&have)
+	err = tx.QueryRowContext(ctx, s.sql.Schema.Version).Scan(&have)
 	if errors.Is(err, sql.ErrNoRows) {
 		have = 0
 	} else if err != nil {
@@ -67,7 +49,7 @@ func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
 	}
 	for v := have; v < int64(len(steps)); v++ {
 		if check := migrationChecks[v+1]; check != nil {
-			if err := check(ctx, tx); err != nil {
+			if err := check(ctx, tx, &s.sql.Schema); err != nil {
 				return fmt.Errorf("migrate to schema %d: %w", v+1, err)
 			}
 		}
@@ -81,14 +63,14 @@ func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
 	if have == 0 {
 		// An empty store is at revision 1, as etcd's is.
 		for name, value := range map[string]int64{"rev": 1, "compact": 0, "member_id": randomID(), "cluster_id": randomID(), "last_unix_ms": 0} {
-			if _, err := tx.ExecContext(ctx, s.sql.schema.insertMeta, name, value); err != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.Schema.InsertMeta, name, value); err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, s.sql.schema.insertVersion, int64(len(steps))); err != nil {
+		if _, err := tx.ExecContext(ctx, s.sql.Schema.InsertVersion, int64(len(steps))); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-	} else if _, err := tx.ExecContext(ctx, s.sql.schema.setVersion, int64(len(steps))); err != nil {
+	} else if _, err := tx.ExecContext(ctx, s.sql.Schema.SetVersion, int64(len(steps))); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return tx.Commit()
@@ -97,7 +79,7 @@ func (s *Store) migrate(ctx context.Context, sh ReplicaDialect) error {
 // migrationChecks run before the step to a schema version, inside the
 // migration's transaction: an error refuses the migration and leaves the
 // store as it was, at the version before.
-var migrationChecks = map[int64]func(context.Context, *sql.Tx) error{
+var migrationChecks = map[int64]func(context.Context, *sql.Tx, *SchemaSQL) error{
 	3: everyLiveKeyHasItsLogRow,
 }
 
@@ -107,16 +89,15 @@ var migrationChecks = map[int64]func(context.Context, *sql.Tx) error{
 // its batch, an import both, and retention keeps each key's latest
 // change), but a store that lacks it would lose the value: refuse, and
 // name it, rather than drop it.
-func everyLiveKeyHasItsLogRow(ctx context.Context, tx *sql.Tx) error {
-	const missing = ` FROM current c WHERE NOT EXISTS (SELECT 1 FROM log l WHERE l.key = c.key AND l.rev = c.mod_rev)`
+func everyLiveKeyHasItsLogRow(ctx context.Context, tx *sql.Tx, q *SchemaSQL) error {
 	var first []byte
-	err := tx.QueryRowContext(ctx, `SELECT c.key`+missing+` ORDER BY c.key LIMIT 1`).Scan(&first)
+	err := tx.QueryRowContext(ctx, q.FirstWithoutValue).Scan(&first)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	var n int64
 	if err == nil {
-		err = tx.QueryRowContext(ctx, `SELECT COUNT(*)`+missing).Scan(&n)
+		err = tx.QueryRowContext(ctx, q.CountWithoutValue).Scan(&n)
 	}
 	if err != nil {
 		return fmt.Errorf("check every live key's log row: %w", err)
@@ -131,7 +112,7 @@ type persisted struct {
 
 func (s *Store) loadState(ctx context.Context) (persisted, error) {
 	st := persisted{leases: map[int64]int64{}}
-	rows, err := s.wdb.QueryContext(ctx, s.sql.schema.state)
+	rows, err := s.wdb.QueryContext(ctx, s.sql.Schema.State)
 	if err != nil {
 		return st, err
 	}
@@ -159,7 +140,7 @@ func (s *Store) loadState(ctx context.Context) (persisted, error) {
 	if err := rows.Err(); err != nil {
 		return st, err
 	}
-	rows, err = s.wdb.QueryContext(ctx, s.sql.schema.leases)
+	rows, err = s.wdb.QueryContext(ctx, s.sql.Schema.Leases)
 	if err != nil {
 		return st, err
 	}

@@ -63,8 +63,7 @@ type Store struct {
 	log    *slog.Logger
 	wdb    *sql.DB // exactly one connection: the writer's
 	rdb    *sql.DB
-	q      queries
-	sql    *statements
+	sql    *Statements // the dialect's, fixed when the store opens
 	wstmts *prepared
 	rstmts *prepared
 	hub    *hub
@@ -147,16 +146,20 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.LiveIndexBytes <= 0 {
 		opts.LiveIndexBytes = DefaultLiveIndexBytes
 	}
+	sh, _ := d.(ReplicaDialect)
+	stmts := d.Statements()
+	if err := stmts.check(sh != nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Name(), err)
+	}
 	wdb, rdb, err := d.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{
 		d: d, opts: opts, log: opts.Logger, wdb: wdb, rdb: rdb,
-		q:      queries{d: d},
-		sql:    bindStatements(d),
-		wstmts: newPrepared(wdb, d),
-		rstmts: newPrepared(rdb, d),
+		sql:    stmts,
+		wstmts: newPrepared(wdb),
+		rstmts: newPrepared(rdb),
 		reqs:   make(chan *writeReq, 4096),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -165,9 +168,11 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		freeOSMemory: debug.FreeOSMemory,
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	sh, _ := d.(ReplicaDialect)
 	if err := s.migrate(ctx, sh); err != nil {
 		return nil, s.abandon(err)
+	}
+	if err := s.prepareStatements(ctx, sh == nil); err != nil {
+		return nil, s.abandon(fmt.Errorf("prepare the statements: %w", err))
 	}
 	st, err := s.loadState(ctx)
 	if err != nil {
@@ -201,9 +206,6 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// revSQL reads the newest committed revision.
-const revSQL = `SELECT value FROM meta WHERE name = 'rev'`
-
 // openSQLite readies a store whose database this process alone writes:
 // leases and revisions come from memory, and batches from sqliteBatcher.
 func (s *Store) openSQLite(ctx context.Context, st persisted, w *writer) error {
@@ -219,17 +221,13 @@ func (s *Store) openSQLite(ctx context.Context, st persisted, w *writer) error {
 		}
 	}
 	start := BatchStart{Rev: st.rev, Compact: st.compact, LastUnixMs: st.lastUnixMs}
-	b, err := newSQLiteBatcher(ctx, s, start)
-	if err != nil {
-		return err
-	}
-	w.b, w.pub = b, localPublisher{s: s}
+	w.b, w.pub = newSQLiteBatcher(s, start), localPublisher{s: s}
 	return nil
 }
 
 // openIndex loads the live index, unless the live keys exceed its budget.
 func (s *Store) openIndex(ctx context.Context, rev int64) error {
-	c, err := loadIndex(ctx, s.wdb, rev, s.opts.LiveIndexBytes)
+	c, err := loadIndex(ctx, s.wdb, s.sql.Current.All, rev, s.opts.LiveIndexBytes)
 	if err != nil {
 		return fmt.Errorf("load the live index: %w", err)
 	}
@@ -288,6 +286,8 @@ func (s *Store) abandon(err error) error {
 	if s.replica != nil && s.replica.tail.stop != nil {
 		s.replica.tail.close()
 	}
+	s.wstmts.close()
+	s.rstmts.close()
 	s.wdb.Close()
 	s.rdb.Close()
 	if c, ok := s.d.(io.Closer); ok {

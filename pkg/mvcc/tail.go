@@ -53,9 +53,6 @@ const (
 	readAll    = readLog | readLeases | readFloors
 )
 
-// tailMetaSQL reads the committed revision and Compact's floor.
-const tailMetaSQL = `SELECT (SELECT value FROM meta WHERE name = 'rev'), (SELECT value FROM meta WHERE name = 'compact')`
-
 // tailStep bounds how many revisions one read of the log brings in.
 const tailStep = 1000
 
@@ -216,7 +213,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 	// writer's next batch) is not a loss.
 	seen := t.s.seenRev()
 	var rev, compact int64
-	if err := t.s.rdb.QueryRowContext(ctx, tailMetaSQL).Scan(&rev, &compact); err != nil {
+	if err := t.s.readRow(ctx, t.s.sql.Meta.RevCompact).Scan(&rev, &compact); err != nil {
 		return err
 	}
 	if rev < seen {
@@ -225,7 +222,7 @@ func (t *tailer) catchUpLocked(ctx context.Context) error {
 		if err := t.recoverLocked(rev, seen); err != nil {
 			return err
 		}
-		if err := t.s.rdb.QueryRowContext(ctx, tailMetaSQL).Scan(&rev, &compact); err != nil {
+		if err := t.s.readRow(ctx, t.s.sql.Meta.RevCompact).Scan(&rev, &compact); err != nil {
 			return err
 		}
 	}

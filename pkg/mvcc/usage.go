@@ -15,20 +15,12 @@ type KeyUsage struct {
 	OldestUnixMs, NewestMs int64
 }
 
-// usageSQL is Usage's one statement: each key's history, its sizes
-// summed through the log's (key, rev) index.
-func usageSQL(d Dialect) string {
-	return `SELECT key, COUNT(*), SUM(octet_length(key) + COALESCE(octet_length(value), 0)),
-		SUM(CASE WHEN unix_ms >= ? THEN 1 ELSE 0 END), MIN(unix_ms), MAX(unix_ms)
-		FROM ` + d.LogByKey("l") + ` GROUP BY key ORDER BY key`
-}
-
 // Usage calls fn once per key the log holds, in key order, with what its
 // history weighs; changes at or after recentMs count as recent. It is one
 // pass over the log in the (key, rev) index's order, reading the rows'
 // sizes, not their values: about a second per million rows on SQLite.
 func (s *Store) Usage(ctx context.Context, recentMs int64, fn func(KeyUsage) error) error {
-	rows, err := s.readRows(ctx, s.sql.usage, recentMs)
+	rows, err := s.readRows(ctx, s.sql.Usage.Usage, recentMs)
 	if err != nil {
 		return fmt.Errorf("reading the log's usage: %w", err)
 	}

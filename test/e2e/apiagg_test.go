@@ -35,6 +35,14 @@ var apiChecks = []Check{
 	{"api-errors", checkAPIErrors},
 	{"api-front-proxy-only", checkAPIFrontProxyOnly},
 	{"api-storage-layout", checkStorageLayout},
+	// What a caller could read or write beyond kube-apiserver's own
+	// checks (security_test.go).
+	{"api-forged-token", checkForgedToken},
+	{"api-restore-status", checkRestoreStatus},
+	{"api-restore-terminating", checkRestoreTerminating},
+	{"api-changes-reviews", checkChangesReviews},
+	{"api-service-allocations", checkServiceAllocations},
+	{"api-reused-namespace", checkReusedNamespace},
 }
 
 // checkAPIDiscovery: the APIService is Available and `kubectl

@@ -108,7 +108,9 @@ func readPluginDoc(t testing.TB) (string, []docBlock) {
 	return string(b), blocks
 }
 
-// docShown is every command line of the walk-through's sh blocks.
+// docShown is every command line of the walk-through's sh blocks: the
+// commands run against a cluster. Its shell blocks are install steps,
+// which the plugin module's TestCompletionThroughKubectl runs.
 func docShown(t testing.TB) []string {
 	t.Helper()
 	_, blocks := readPluginDoc(t)

@@ -241,7 +241,8 @@ func Binary(t testing.TB) string {
 	return Command(t, "quantykube")
 }
 
-// Command is ./cmd/NAME built from this checkout, once per test binary, as
+// Command is ./cmd/NAME built from this checkout (in its own module if it
+// has one), once per test binary, as
 // the only file of a temporary directory that Main removes: a test can put
 // the directory first on a PATH (kubectl finds its plugins there).
 func Command(t testing.TB, name string) string {
@@ -273,10 +274,16 @@ func buildCommand(name string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = root
+	// A command that is a module of its own (cmd/kubectl-quanty, ADR-040)
+	// is built in its directory.
+	pkg, in := "./cmd/"+name, root
+	if _, err := os.Stat(filepath.Join(root, "cmd", name, "go.mod")); err == nil {
+		pkg, in = ".", filepath.Join(root, "cmd", name)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = in
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s in %s: %v\n%s", name, root, err, b)
+		return "", fmt.Errorf("building %s in %s: %v\n%s", name, in, err, b)
 	}
 	return out, nil
 }

@@ -6,9 +6,9 @@
 // Every test runs on every backend of test/framework, as subtests: an
 // in-process QuantyKube on a fresh SQLite file (sqlite) and on a fresh
 // PostgreSQL database (postgres), the same through a throwaway PgBouncer in
-// transaction mode (pgbouncer), and a real etcd v3.6 process with a fresh
-// data directory (etcd), the reference the same assertions are checked
-// against. One test on one backend:
+// transaction mode (pgbouncer), on a fresh MariaDB database (mysql), and a
+// real etcd v3.6 process with a fresh data directory (etcd), the reference
+// the same assertions are checked against. One test on one backend:
 //
 //	go test ./test/integration/ -run 'TestWatchKey/postgres'
 //

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/quantyroot/quantykube/test/reaper"
 )
 
 // EnvDSN names an existing server to test against.
@@ -56,8 +58,8 @@ type Instance struct {
 	gid  int
 	cmd  *exec.Cmd
 	done chan struct{}
-	// reaper is the write end of the pipe the reaper waits on.
-	reaper *os.File
+	// reaper removes the instance if this process ends without Destroy.
+	reaper *reaper.Reaper
 	// tls: the server has certificate files in Dir and serves TLS only.
 	tls bool
 }
@@ -332,47 +334,20 @@ func (in *Instance) Stop() error {
 func (in *Instance) Destroy() {
 	_ = in.Kill()
 	os.RemoveAll(in.Dir)
-	if in.reaper != nil {
-		in.reaper.Close() // the reaper finds nothing left and ends
-		in.reaper = nil
-	}
+	in.reaper.Close() // the reaper finds nothing left and ends
+	in.reaper = nil
 }
 
-// reapScript waits for its standard input to close, then kills the server
-// in $QK_MY_DIR and removes the directory. The process in the pid file is
-// signalled only while it is a mariadbd, since a pid file left by a crash
-// may name a process that reused the number.
-const reapScript = `read -r _
-pid=$(head -n 1 "$QK_MY_DIR/mariadbd.pid" 2>/dev/null)
-if [ -n "$pid" ] && grep -q mariadbd "/proc/$pid/cmdline" 2>/dev/null; then
-	kill -KILL "$pid" 2>/dev/null
-	i=0
-	while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-fi
-rm -rf "$QK_MY_DIR"`
-
-// reapOnExit starts a process that removes the instance once this process
-// has ended without Destroy (go test's timeout, a signal): mariadbd runs
-// in a process group of its own and would outlive it. The reaper waits on
-// a pipe whose only write end this process holds (close-on-exec); the
-// kernel closes it however this process ends.
+// reapOnExit starts the instance's reaper (test/reaper): once this
+// process has ended without Destroy (go test's timeout, a signal), it
+// kills mariadbd, which runs in a process group of its own, and removes
+// the instance's directory.
 func (in *Instance) reapOnExit() error {
-	r, w, err := os.Pipe()
+	r, err := reaper.Start(reaper.Server{Dir: in.Dir, PIDFile: in.pidFile(), Name: "mariadbd", Signal: "KILL"})
 	if err != nil {
-		return fmt.Errorf("mytest: reaper pipe: %w", err)
+		return fmt.Errorf("mytest: the instance's %w", err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", reapScript)
-	cmd.Stdin = r
-	cmd.Env = append(os.Environ(), "QK_MY_DIR="+in.Dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		w.Close()
-		return fmt.Errorf("mytest: start the instance's reaper: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
-	in.reaper = w
+	in.reaper = r
 	return nil
 }
 

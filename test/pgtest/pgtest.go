@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/quantyroot/quantykube/test/reaper"
 )
 
 // EnvDSN names an existing server to test against.
@@ -51,8 +53,8 @@ type Cluster struct {
 	bin  string
 	uid  int // run as this user (-1: as ourselves)
 	gid  int
-	// reaper is the write end of the pipe the reaper waits on (reapOnExit).
-	reaper *os.File
+	// reaper removes the cluster if this process ends without Destroy.
+	reaper *reaper.Reaper
 }
 
 // ErrUnavailable means there is no DSN and no server binaries.
@@ -192,50 +194,20 @@ func (c *Cluster) Destroy() {
 	defer cancel()
 	_ = c.Stop(ctx, "immediate")
 	os.RemoveAll(c.Dir)
-	if c.reaper != nil {
-		c.reaper.Close() // the reaper finds nothing left and ends
-		c.reaper = nil
-	}
+	c.reaper.Close() // the reaper finds nothing left and ends
+	c.reaper = nil
 }
 
-// reapScript waits for its standard input to close, then stops the
-// cluster in $QK_PG_DIR (SIGQUIT: PostgreSQL's immediate shutdown) and
-// removes the directory. The process in postmaster.pid is signalled only
-// while it is a postgres, since a pid file left by a crash may name a
-// process that reused the number.
-const reapScript = `read -r _
-pid=$(head -n 1 "$QK_PG_DIR/data/postmaster.pid" 2>/dev/null)
-if [ -n "$pid" ] && grep -q postgres "/proc/$pid/cmdline" 2>/dev/null; then
-	kill -QUIT "$pid" 2>/dev/null
-	i=0
-	while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-fi
-rm -rf "$QK_PG_DIR"`
-
-// reapOnExit starts a process that removes the cluster once this process
-// has ended without Destroy. A test binary killed by go test's timeout or a
-// signal runs no cleanup, and PostgreSQL, which pg_ctl detached, would run
-// on with its directory. The reaper waits on a pipe whose only write end
-// this process holds (close-on-exec, so no child inherits it); the kernel
-// closes it however this process ends. The reaper has a process group of
-// its own, so a signal to the test's group does not take it too.
+// reapOnExit starts the cluster's reaper (test/reaper): once this
+// process has ended without Destroy, it stops the cluster (SIGQUIT:
+// PostgreSQL's immediate shutdown), which pg_ctl detached, and removes
+// its directory.
 func (c *Cluster) reapOnExit() error {
-	r, w, err := os.Pipe()
+	r, err := reaper.Start(reaper.Server{Dir: c.Dir, PIDFile: filepath.Join(c.data(), "postmaster.pid"), Name: "postgres", Signal: "QUIT"})
 	if err != nil {
-		return fmt.Errorf("pgtest: reaper pipe: %w", err)
+		return fmt.Errorf("pgtest: the cluster's %w", err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", reapScript)
-	cmd.Stdin = r
-	cmd.Env = append(os.Environ(), "QK_PG_DIR="+c.Dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		w.Close()
-		return fmt.Errorf("pgtest: start the cluster's reaper: %w", err)
-	}
-	go func() { _ = cmd.Wait() }() // it ends after Destroy, or after this process
-	c.reaper = w
+	c.reaper = r
 	return nil
 }
 

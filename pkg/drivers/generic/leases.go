@@ -8,10 +8,10 @@ import (
 )
 
 // Leases reads every lease with the milliseconds it has left, on the
-// database's clock: nowMs is the dialect's SQL for the time now in Unix
-// milliseconds (mvcc.ReplicaDialect.Leases).
-func Leases(ctx context.Context, db *sql.DB, nowMs string) ([]mvcc.LeaseRow, error) {
-	rows, err := db.QueryContext(ctx, leasesSQL(nowMs))
+// database's clock, with the dialect's statement q, whose columns are id,
+// ttl and those milliseconds (mvcc.ReplicaDialect.Leases).
+func Leases(ctx context.Context, db *sql.DB, q string) ([]mvcc.LeaseRow, error) {
+	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -25,10 +25,4 @@ func Leases(ctx context.Context, db *sql.DB, nowMs string) ([]mvcc.LeaseRow, err
 		out = append(out, r)
 	}
 	return out, rows.Err()
-}
-
-// leasesSQL reads every lease's ID, TTL and the milliseconds it has left,
-// nowMs being the dialect's clock.
-func leasesSQL(nowMs string) string {
-	return `SELECT id, ttl, renewed_ms + ttl * 1000 - ` + nowMs + ` FROM leases`
 }

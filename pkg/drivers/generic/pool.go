@@ -1,7 +1,9 @@
 // Package generic holds what the dialects share: the connection pool
 // settings, under the name and path kine gives them (kine's
 // pkg/drivers/generic), so that a program that embeds kine builds against
-// QuantyKube by changing the module path, and small query helpers.
+// QuantyKube by changing the module path; the helpers a dialect writes
+// its statements of each shape with (shapes.go); and small query helpers
+// that run a dialect's statement.
 package generic
 
 import (

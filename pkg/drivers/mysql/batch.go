@@ -20,17 +20,51 @@ import (
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
-func keyArgs(keys [][]byte) []any {
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
+// splitKeys splits keys into lists of keyListSizes' lengths: lists of the
+// longest, then the rest in the shortest that holds them, its last key
+// repeated to fill it.
+func splitKeys(keys [][]byte) [][]any {
+	var out [][]any
+	for len(keys) > 0 {
+		n := keyListSizes[listIndex(len(keys))]
+		list := make([]any, n)
+		for i := range list {
+			list[i] = keys[min(i, len(keys)-1)]
+		}
+		out = append(out, list)
+		keys = keys[min(n, len(keys)):]
 	}
-	return args
+	return out
+}
+
+// stateQuery is the query that takes the lock and reads the state of
+// keys, beginning the transaction first with begin, and its arguments:
+// keys past the longest list are read by statements of their own
+// (stateKeysSQL), whose rows come as further result sets.
+func stateQuery(begin bool, keys [][]byte) (string, []any) {
+	lists := splitKeys(keys)
+	if len(lists) == 0 {
+		if begin {
+			return beginLockStateMetaSQL, nil
+		}
+		return lockStateMetaSQL, nil
+	}
+	q := lockStateSQL[listIndex(len(lists[0]))]
+	if begin {
+		q = beginLockStateSQL[listIndex(len(lists[0]))]
+	}
+	args := lists[0]
+	for _, l := range lists[1:] {
+		q += ";\n" + stateKeysSQL[listIndex(len(l))]
+		args = append(args, l...)
+	}
+	return q, args
 }
 
 // LockBatch takes the lock and reads the state, in one round trip.
 func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
-	rows, err := q.QueryContext(ctx, lockStateSQL(len(keys)), keyArgs(keys)...)
+	query, args := stateQuery(false, keys)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return mvcc.BatchStart{}, nil, err
 	}
@@ -41,7 +75,8 @@ func (d *Dialect) LockBatch(ctx context.Context, q mvcc.Querier, keys [][]byte) 
 // BeginBatch begins the transaction, takes the lock and reads the state
 // in one round trip.
 func (d *Dialect) BeginBatch(ctx context.Context, conn *sql.Conn, keys [][]byte) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
-	rows, err := conn.QueryContext(ctx, beginLockStateSQL(len(keys)), keyArgs(keys)...)
+	query, args := stateQuery(true, keys)
+	rows, err := conn.QueryContext(ctx, query, args...)
 	if err != nil {
 		return mvcc.BatchStart{}, nil, err
 	}
@@ -53,22 +88,24 @@ func scanState(rows *sql.Rows) (mvcc.BatchStart, []*mvccpb.KeyValue, error) {
 	var st mvcc.BatchStart
 	var kvs []*mvccpb.KeyValue
 	seen := false
-	for rows.Next() {
-		kv := &mvccpb.KeyValue{}
-		var rev sql.NullInt64
-		var compact, last int64
-		if err := rows.Scan(&kv.Key, &kv.Value, &rev, &compact, &last, &kv.Version, &kv.Lease); err != nil {
-			return st, nil, err
+	for more := true; more; more = rows.NextResultSet() {
+		for rows.Next() {
+			kv := &mvccpb.KeyValue{}
+			var rev sql.NullInt64
+			var compact, last int64
+			if err := rows.Scan(&kv.Key, &kv.Value, &rev, &compact, &last, &kv.Version, &kv.Lease); err != nil {
+				return st, nil, err
+			}
+			if kv.Key == nil {
+				// The state's row carries the writer's mark where a row's
+				// version goes.
+				st = mvcc.BatchStart{Rev: rev.Int64, Compact: compact, LastUnixMs: last, Writer: kv.Version}
+				seen = true
+				continue
+			}
+			kv.CreateRevision, kv.ModRevision = compact, last
+			kvs = append(kvs, kv)
 		}
-		if kv.Key == nil {
-			// The state's row carries the writer's mark where a row's
-			// version goes.
-			st = mvcc.BatchStart{Rev: rev.Int64, Compact: compact, LastUnixMs: last, Writer: kv.Version}
-			seen = true
-			continue
-		}
-		kv.CreateRevision, kv.ModRevision = compact, last
-		kvs = append(kvs, kv)
 	}
 	if err := rows.Err(); err != nil {
 		return st, nil, err
@@ -102,7 +139,7 @@ func (d *Dialect) CommitBatch(ctx context.Context, conn *sql.Conn, w *mvcc.Batch
 	if w != nil {
 		d.addWrites(&s, w)
 	}
-	s.add("COMMIT")
+	s.add(commitSQL)
 	return d.send(ctx, conn, &s)
 }
 
@@ -144,25 +181,25 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 			}
 		}
 	}
-	var notCreated []any
+	var notCreated [][]byte
 	for _, k := range a.Keys {
 		if absent[string(k)] && !created[string(k)] {
 			notCreated = append(notCreated, k)
 		}
 	}
 	var s script
-	s.add("START TRANSACTION")
+	s.add(startTransactionSQL)
 	s.add(lockBatchSQL)
 	s.add(assumedMetaSQL, end.Rev, end.Compact, end.LastUnixMs, end.Writer,
 		a.Start.Rev, a.Start.Compact, a.Start.LastUnixMs, a.Start.Writer)
 	s.add(assumedMetaHeldSQL)
-	if len(notCreated) > 0 {
-		s.add(assumedAbsentSQL(len(notCreated)), notCreated...)
+	for _, l := range splitKeys(notCreated) {
+		s.add(assumedAbsentSQL[listIndex(len(l))], l...)
 	}
 	if w != nil {
 		d.addRows(&s, w, created)
 	}
-	s.add("COMMIT")
+	s.add(commitSQL)
 	err := d.send(ctx, conn, &s)
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) || me.Number != 1062 {
@@ -174,7 +211,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 	if strings.Contains(me.Message, "'rev'") {
 		missed = mvcc.ErrAssumption
 	}
-	if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+	if _, rerr := conn.ExecContext(ctx, rollbackSQL); rerr != nil {
 		return fmt.Errorf("%w (the ROLLBACK after it: %v)", missed, rerr)
 	}
 	return missed

@@ -1,17 +1,18 @@
 package mysql
 
-// The connections the pools hand to the engine. The engine writes SQL
-// that SQLite and PostgreSQL share; MySQL and MariaDB differ in three
-// ways that each connection corrects (rewrite), and in two of session
-// state that it sets up or clears (setup, releaseLocks).
+// The connections the pools hand to the engine: go-sql-driver/mysql's,
+// with what MySQL needs beyond the statements' text, each a difference of
+// session state from PostgreSQL's: every connection's settings (setup),
+// named locks that last as long as the transaction that took them
+// (releaseLocks), and the transaction begun again after the schema's DDL,
+// which MySQL commits on its own (ExecContext). Statements go to the
+// driver as they are: the dialect writes them in MySQL's syntax (sql.go),
+// and the engine prepares none (mvcc.TextProtocol).
 
 import (
 	"context"
 	"database/sql/driver"
-	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // connector opens connections through go-sql-driver/mysql's connector
@@ -28,18 +29,18 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, ok := dc.(driver.ExecerContext)
+	bc, ok := dc.(baseConn)
 	if !ok {
 		dc.Close()
 		return nil, errNotMySQL
 	}
 	for _, q := range c.setup {
-		if _, err := ex.ExecContext(ctx, q, nil); err != nil {
+		if _, err := bc.ExecContext(ctx, q, nil); err != nil {
 			dc.Close()
 			return nil, err
 		}
 	}
-	return &conn{base: dc}, nil
+	return &conn{baseConn: bc}, nil
 }
 
 // baseConn is what go-sql-driver's connection implements.
@@ -55,10 +56,11 @@ type baseConn interface {
 	driver.NamedValueChecker
 }
 
-// conn rewrites each statement's text (rewrite) and keeps transaction
-// scope for the named locks taken in a transaction (releaseLocks).
+// conn is go-sql-driver's connection, which it embeds (Prepare,
+// QueryContext and the rest are its own), keeping the transaction's
+// scope for the named locks taken in it.
 type conn struct {
-	base driver.Conn
+	baseConn
 	// inTx: a transaction begun through BeginTx is open.
 	inTx bool
 	// locked: a statement took a named lock (GET_LOCK) in the open
@@ -66,51 +68,12 @@ type conn struct {
 	locked bool
 }
 
-func (c *conn) b() baseConn { return c.base.(baseConn) }
-
-func (c *conn) Prepare(query string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), query)
-}
-
-// PrepareContext prepares nothing on the server: the statement's text
-// goes with each execution, its arguments written in (InterpolateParams),
-// in one round trip as a prepared statement's execution would. MariaDB
-// 10.11 fails the second execution of some prepared statements the engine
-// runs (a correlated subquery over a merged derived table answers
-// "Unknown column"), and the text protocol has no such failure.
-func (c *conn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
-	return &textStmt{c: c, q: query}, nil
-}
-
-type textStmt struct {
-	c *conn
-	q string
-}
-
-func (s *textStmt) Close() error { return nil }
-
-// NumInput is unknown (-1): database/sql leaves the count to the driver.
-func (s *textStmt) NumInput() int { return -1 }
-
-func (s *textStmt) Exec([]driver.Value) (driver.Result, error) { return nil, driver.ErrSkip }
-func (s *textStmt) Query([]driver.Value) (driver.Rows, error)  { return nil, driver.ErrSkip }
-
-func (s *textStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.c.ExecContext(ctx, s.q, args)
-}
-
-func (s *textStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.c.QueryContext(ctx, s.q, args)
-}
-
-func (c *conn) Close() error { return c.base.Close() }
-
 func (c *conn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	tx, err := c.b().BeginTx(ctx, opts)
+	tx, err := c.baseConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -119,40 +82,32 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.b().QueryContext(ctx, c.note(query), args)
+	c.note(query)
+	return c.baseConn.QueryContext(ctx, query, args)
 }
 
-// ExecContext begins a new transaction after a DDL statement run inside
-// one: MySQL commits the open transaction before and after each DDL
-// statement, and the statements that follow it (the schema's version in
-// meta, after a migration's DDL) would otherwise each commit on their own
-// instead of with the transaction's COMMIT.
+// ExecContext begins a new transaction after a DDL statement of the
+// schema run inside one: MySQL commits the open transaction before and
+// after each DDL statement, and the statements that follow it (the
+// schema's version in meta, after a migration's DDL) would otherwise each
+// commit on their own instead of with the transaction's COMMIT.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	res, err := c.b().ExecContext(ctx, c.note(query), args)
+	c.note(query)
+	res, err := c.baseConn.ExecContext(ctx, query, args)
 	if err == nil && c.inTx && isDDL(query) {
-		if _, err := c.b().ExecContext(ctx, "START TRANSACTION", nil); err != nil {
+		if _, err := c.baseConn.ExecContext(ctx, startTransactionSQL, nil); err != nil {
 			return nil, err
 		}
 	}
 	return res, err
 }
 
-func (c *conn) Ping(ctx context.Context) error              { return c.b().Ping(ctx) }
-func (c *conn) ResetSession(ctx context.Context) error      { return c.b().ResetSession(ctx) }
-func (c *conn) IsValid() bool                               { return c.b().IsValid() }
-func (c *conn) CheckNamedValue(nv *driver.NamedValue) error { return c.b().CheckNamedValue(nv) }
-func (c *conn) rawExec(ctx context.Context, q string) error {
-	_, err := c.b().ExecContext(ctx, q, nil)
-	return err
-}
-
-// note rewrites query, and marks the transaction as holding a named lock
-// when the statement takes one.
-func (c *conn) note(query string) string {
-	if c.inTx && strings.Contains(query, "GET_LOCK(") {
+// note marks the transaction as holding a named lock when query takes
+// one: the dialect's two (LockMigrate, LockImport).
+func (c *conn) note(query string) {
+	if c.inTx && (query == migrateLockSQL || query == importLockSQL) {
 		c.locked = true
 	}
-	return rewrite(query)
 }
 
 // releaseLocks lets go of the named locks the transaction took: GET_LOCK's
@@ -167,8 +122,8 @@ func (c *conn) releaseLocks() error {
 	if !locked {
 		return nil
 	}
-	if err := c.rawExec(context.Background(), releaseLocksSQL); err != nil {
-		c.base.Close()
+	if _, err := c.baseConn.ExecContext(context.Background(), releaseLocksSQL, nil); err != nil {
+		c.baseConn.Close()
 		return driver.ErrBadConn
 	}
 	return nil
@@ -195,107 +150,23 @@ func (t *txn) Rollback() error {
 	return err
 }
 
-var ddlRE = regexp.MustCompile(`(?i)^\s*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\s`)
-
-func isDDL(q string) bool { return ddlRE.MatchString(q) }
-
-// Rewrites of the engine's SQL:
-//   - key and cursor, column names of the engine's tables, are reserved
-//     words in MySQL: quoted wherever they stand as a lowercase word
-//     outside a string literal (the dialect's own SQL writes keywords in
-//     capitals);
-//   - ON CONFLICT (...) DO UPDATE SET c = excluded.c is ON DUPLICATE KEY
-//     UPDATE c = VALUES(c) (both MySQL and MariaDB accept VALUES());
-//   - the lock a batch takes (UPDATE ... RETURNING, which MySQL lacks) is
-//     the same row lock taken with SELECT ... FOR UPDATE.
-var (
-	onConflictRE = regexp.MustCompile(`ON CONFLICT\s*\([^)]*\)\s*DO UPDATE SET`)
-	excludedRE   = regexp.MustCompile(`\bexcluded\.(\w+)`)
-	returningRE  = regexp.MustCompile(`^UPDATE meta SET value = value WHERE name = '(\w+)' RETURNING value$`)
-)
-
-// rewriteCache holds rewritten statements by text: the engine's texts are
-// few and repeat (a variable-length IN list makes one text per length).
-var (
-	rewriteCache sync.Map
-	rewriteCount atomic.Int64
-)
-
-const rewriteCacheMax = 4096
-
-func rewrite(q string) string {
-	if v, ok := rewriteCache.Load(q); ok {
-		return v.(string)
-	}
-	out := rewriteUncached(q)
-	if rewriteCount.Load() < rewriteCacheMax {
-		rewriteCount.Add(1)
-		rewriteCache.Store(q, out)
-	}
-	return out
-}
-
-func rewriteUncached(q string) string {
-	if m := returningRE.FindStringSubmatch(q); m != nil {
-		return "SELECT value FROM meta WHERE name = '" + m[1] + "' FOR UPDATE"
-	}
-	if onConflictRE.MatchString(q) {
-		q = onConflictRE.ReplaceAllString(q, "ON DUPLICATE KEY UPDATE")
-		q = excludedRE.ReplaceAllString(q, "VALUES($1)")
-	}
-	return quoteReserved(q)
-}
-
-// reserved are the engine's column names that MySQL reserves.
-var reserved = []string{"key", "cursor"}
-
-// quoteReserved puts backquotes around each reserved word standing alone
-// outside quotes.
-func quoteReserved(q string) string {
-	if !strings.Contains(q, "key") && !strings.Contains(q, "cursor") {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q) + 16)
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		if quote != 0 {
-			if c == quote {
-				quote = 0
+// ddl is the schema's DDL: every statement of Migrations that makes a
+// table, and meta's (mvcc.SchemaSQL.CreateMeta).
+var ddl = func() map[string]bool {
+	m := map[string]bool{statements.Schema.CreateMeta: true}
+	for _, step := range (&Dialect{}).Migrations() {
+		for _, q := range step {
+			if strings.HasPrefix(q, "CREATE ") {
+				m[q] = true
 			}
-			b.WriteByte(c)
-			continue
 		}
-		if c == '\'' || c == '"' || c == '`' {
-			quote = c
-			b.WriteByte(c)
-			continue
-		}
-		if word(c) && (i == 0 || !word(q[i-1])) {
-			j := i
-			for j < len(q) && word(q[j]) {
-				j++
-			}
-			w := q[i:j]
-			for _, r := range reserved {
-				if w == r {
-					w = "`" + r + "`"
-					break
-				}
-			}
-			b.WriteString(w)
-			i = j - 1
-			continue
-		}
-		b.WriteByte(c)
 	}
-	return b.String()
-}
+	return m
+}()
 
-func word(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
+// isDDL reports whether q is one of the schema's DDL statements; every
+// one begins CREATE, which rejects the others cheaply.
+func isDDL(q string) bool { return strings.HasPrefix(q, "CREATE ") && ddl[q] }
 
 var (
 	_ driver.ConnBeginTx        = (*conn)(nil)
@@ -306,6 +177,4 @@ var (
 	_ driver.SessionResetter    = (*conn)(nil)
 	_ driver.Validator          = (*conn)(nil)
 	_ driver.NamedValueChecker  = (*conn)(nil)
-	_ driver.StmtExecContext    = (*textStmt)(nil)
-	_ driver.StmtQueryContext   = (*textStmt)(nil)
 )

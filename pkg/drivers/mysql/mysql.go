@@ -11,6 +11,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	qtls "github.com/quantyroot/quantykube/pkg/tls"
 )
@@ -187,8 +189,18 @@ func (d *Dialect) sessionSetup(writer bool) []string {
 	return qs
 }
 
+// newConnector is go-sql-driver's connector for cfg (recorded while a
+// statement-list test runs, sqltrace).
+func newConnector(cfg *mysql.Config) (driver.Connector, error) {
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sqltrace.Connector(c), nil
+}
+
 func (d *Dialect) connector(cfg *mysql.Config, writer bool) (*connector, error) {
-	base, err := mysql.NewConnector(cfg)
+	base, err := newConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
@@ -247,7 +259,7 @@ func (d *Dialect) detect(ctx context.Context, create bool) (exists bool, err err
 	defer cancel()
 	cfg := d.cfg.Clone()
 	cfg.DBName = ""
-	c, err := mysql.NewConnector(cfg)
+	c, err := newConnector(cfg)
 	if err != nil {
 		return false, fmt.Errorf("mysql: %w", err)
 	}
@@ -283,19 +295,6 @@ func (d *Dialect) timeoutVar(ms int64) string {
 	return fmt.Sprintf("max_execution_time = %d", ms)
 }
 
-// Bind leaves ? placeholders: they are MySQL's own.
-func (d *Dialect) Bind(q string) string { return q }
-
-// LogByRev forces the (rev, sub) index: MySQL's optimizer, asked for the
-// changes of a key range since a revision, may pick (key, rev) and read
-// the range's whole history.
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " FORCE INDEX (log_rev)" }
-
-// LogByKey forces the (key, rev) index (logpage.go).
-func (d *Dialect) LogByKey(alias string) string {
-	return "log AS " + alias + " FORCE INDEX (log_key_rev)"
-}
-
 func (d *Dialect) Size(ctx context.Context, db *sql.DB) (total, inUse int64, err error) {
 	err = db.QueryRowContext(ctx, sizeSQL).Scan(&total, &inUse)
 	return total, inUse, err
@@ -315,7 +314,7 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 	if exists, err := d.detect(ctx, false); err != nil || !exists {
 		return nil, err
 	}
-	c, err := mysql.NewConnector(d.cfg)
+	c, err := newConnector(d.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}

@@ -52,26 +52,6 @@ func TestNewParsesKinesForms(t *testing.T) {
 	}
 }
 
-// The engine's SQL is PostgreSQL's and SQLite's: its reserved column
-// names are quoted outside literals, and its upsert and lock forms are
-// MySQL's.
-func TestRewrite(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{`SELECT c.key, l.value FROM current c WHERE key >= ? AND c.key < 'key'`, "SELECT c.`key`, l.value FROM current c WHERE `key` >= ? AND c.`key` < 'key'"},
-		{`SELECT cursor, floor FROM retention WHERE prefix = ?`, "SELECT `cursor`, floor FROM retention WHERE prefix = ?"},
-		{"SELECT `key`, keys, key_rev, monkey FROM t", "SELECT `key`, keys, key_rev, monkey FROM t"},
-		{`INSERT INTO meta (name, value) VALUES ('reset', ?)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, `INSERT INTO meta (name, value) VALUES ('reset', ?)
-		ON DUPLICATE KEY UPDATE value = VALUES(value)`},
-		{`UPDATE meta SET value = value WHERE name = 'rev' RETURNING value`, `SELECT value FROM meta WHERE name = 'rev' FOR UPDATE`},
-		{`PRIMARY KEY (id)`, `PRIMARY KEY (id)`},
-	} {
-		if got := rewrite(c.in); got != c.want {
-			t.Errorf("rewrite(%q)\n = %q\nwant %q", c.in, got, c.want)
-		}
-	}
-}
-
 // A batch's statements go in packets under the budget, in order, a
 // statement larger than the budget alone.
 func TestScriptPackets(t *testing.T) {

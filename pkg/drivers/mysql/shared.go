@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
@@ -86,7 +84,7 @@ func (d *Dialect) Listen(context.Context, func(bool), func(string)) error {
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	return generic.Leases(ctx, db, nowMs)
+	return generic.Leases(ctx, db, leasesSQL)
 }
 
 // RenewLease renews in one statement (autocommitted) and reads the TTL
@@ -160,7 +158,7 @@ func newServerID() string {
 // the removal follows it on the same connection.
 func (d *Dialect) Announce(ctx context.Context) {
 	name := serverRowPrefix + d.serverID
-	c, err := mysql.NewConnector(d.cfg)
+	c, err := newConnector(d.cfg)
 	if err != nil {
 		return
 	}
@@ -177,7 +175,7 @@ func (d *Dialect) Announce(ctx context.Context) {
 	for first := true; ; {
 		q := serverRowUpsertSQL
 		if first {
-			q = serverRowsPruneSQL + q
+			q = serverRowsPruneUpsertSQL
 		}
 		if exec(q) == nil {
 			first = false

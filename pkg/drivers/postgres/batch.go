@@ -92,7 +92,7 @@ func (d *Dialect) CommitAssumed(ctx context.Context, conn *sql.Conn, a *mvcc.Ass
 // writes, writeBatchSQL. It tells a refusal, after which nothing committed,
 // from an unknown outcome (see CommitBatch).
 func sendCommit(ctx context.Context, c *pgx.Conn, b *pgx.Batch, first int, writes bool) error {
-	b.Queue("COMMIT")
+	b.Queue(commitSQL)
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
 	refused := func(err error) error {
@@ -153,9 +153,9 @@ func errOrTag(err error, tag pgconn.CommandTag) any {
 // session setting gives a direct connection; it returns how many
 // statements it queued.
 func (d *Dialect) queueBegin(b *pgx.Batch) int {
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	if d.pooled.Load() && d.opts.StatementTimeout > 0 {
-		b.Queue(setLocalTimeout(d.opts.StatementTimeout.Milliseconds())[2:])
+		b.Queue(d.setLocalTimeout)
 		return 2
 	}
 	return 1

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -78,115 +77,6 @@ func TestImportRefusesAForeignDatabase(t *testing.T) {
 	}
 	if got := tables(t, db); len(got) != 1 || got[0] != "kine" {
 		t.Errorf("tables after the refused import: %v, want only kine", got)
-	}
-}
-
-// waitServeLock waits until a server's LISTEN connection holds the lock
-// imports check (it takes it as it connects, after Open has returned), or
-// with held false until no session does (a closed session's backend lets
-// go as it exits, just after the client closed it).
-func waitServeLock(t *testing.T, db *sql.DB, held bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND a.datname = current_database()`).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if (n > 0) == held {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s on, %d sessions hold the serve lock", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// An import is refused while a server is connected to the database, and
-// runs once it has stopped; a server is refused while the import runs.
-func TestImportRefusesWhileServed(t *testing.T) {
-	dsn := framework.PostgresDatabase(t)
-	s, err := mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db := sqlDB(t, dsn)
-	waitServeLock(t, db, true)
-	im, err := mvcc.BeginImport(t.Context(), dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
-	if err == nil {
-		im.Close()
-		t.Fatal("import into a served database: no error")
-	}
-	if !strings.Contains(err.Error(), "a QuantyKube server is connected to") {
-		t.Errorf("import into a served database: %v", err)
-	}
-	s.Close()
-	waitServeLock(t, db, false)
-	im, err = mvcc.BeginImport(t.Context(), dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
-	if err != nil {
-		t.Fatalf("import once the server stopped: %v", err)
-	}
-	// A server opening the store during the import would serve it empty.
-	if s, err := mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet}); err == nil {
-		s.Close()
-		im.Close()
-		t.Fatal("a server opened the store during an import")
-	} else if !strings.Contains(err.Error(), "an import into") {
-		t.Errorf("a server opening the store during an import: %v", err)
-	}
-	im.Close()
-	s, err = mvcc.Open(t.Context(), dialectFor(t, dsn), mvcc.Options{Logger: quiet})
-	if err != nil {
-		t.Fatalf("a server once the import ended: %v", err)
-	}
-	s.Close()
-}
-
-// An imported lease's deadline starts when a server first opens the store,
-// not at the import (docs/import.md): a lease shorter than the pause
-// between the two is alive at the start, with its key, and it is started
-// once, not at every open.
-func TestImportedLeasesStartAtOpen(t *testing.T) {
-	ctx := t.Context()
-	dsn := framework.PostgresDatabase(t)
-	const ttl = 3
-	im, err := mvcc.BeginImport(ctx, dialectFor(t, dsn), mvcc.ImportOptions{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Close()
-	key := []byte("/registry/events/default/e")
-	if err := im.Put(&mvccpb.KeyValue{Key: key, Value: []byte("ev"), CreateRevision: 5, ModRevision: 5, Version: 1, Lease: 7}); err != nil {
-		t.Fatal(err)
-	}
-	if err := im.Lease(7, ttl); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := im.Commit(10); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep((ttl + 1) * time.Second)
-
-	s, err := mvcc.Open(ctx, dialectFor(t, dsn), mvcc.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	info, err := s.TimeToLive(ctx, 7, true)
-	if err != nil || info.TTL < ttl-1 || len(info.Keys) != 1 {
-		t.Fatalf("lease 7 at the first start, %d s after the import: %+v, %v; want about %d s left and its key", ttl+1, info, err, ttl)
-	}
-	res, err := s.Range(ctx, &pb.RangeRequest{Key: key})
-	if err != nil || len(res.Kvs) != 1 {
-		t.Fatalf("the lease's key at the start: %v, %v", res, err)
-	}
-	var marks int
-	if err := sqlDB(t, dsn).QueryRowContext(ctx, `SELECT COUNT(*) FROM meta WHERE name LIKE 'imported_leases%'`).Scan(&marks); err != nil || marks != 0 {
-		t.Errorf("the import's lease mark after the first start: %d, %v; want it gone", marks, err)
 	}
 }
 

@@ -57,8 +57,8 @@ func direct(ctx context.Context, cfg *pgx.ConnConfig) (bool, error) {
 // and a transaction sets its isolation and statement_timeout itself.
 type connector struct {
 	driver.Connector
-	pooled    bool
-	timeoutMs int64 // statement_timeout of each transaction when pooled (0: none)
+	pooled bool
+	begins beginStatements // each transaction's BEGIN when pooled, its statement_timeout included
 }
 
 // cancelGrace is how long a statement whose context ended may still run
@@ -80,7 +80,7 @@ func (d *Dialect) openDB(cfg *pgx.ConnConfig) *sql.DB {
 			return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn(), DeadlineDelay: cancelGrace}
 		}
 	}
-	return sql.OpenDB(connector{Connector: stdlib.GetConnector(*cfg), pooled: pooled, timeoutMs: d.opts.StatementTimeout.Milliseconds()})
+	return sql.OpenDB(connector{Connector: stdlib.GetConnector(*cfg), pooled: pooled, begins: newBeginStatements(d.opts.StatementTimeout.Milliseconds())})
 }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -93,14 +93,14 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 		dc.Close()
 		return nil, fmt.Errorf("postgres: pgx's stdlib connector made a %T", dc)
 	}
-	return &pooledConn{stdConn: sc, timeoutMs: c.timeoutMs}, nil
+	return &pooledConn{stdConn: sc, begins: c.begins}, nil
 }
 
 // pooledConn is a pgx stdlib connection that leaves nothing on the server
 // between transactions. Every other method is stdlib's.
 type pooledConn struct {
 	*stdConn
-	timeoutMs int64
+	begins beginStatements
 }
 
 // stdConn names the embedded field so that it does not hide stdlib.Conn's
@@ -110,7 +110,7 @@ type stdConn = stdlib.Conn
 // BeginTx sends the isolation level and the statement timeout with BEGIN,
 // in one simple-protocol message: one round trip, as a bare BEGIN.
 func (c *pooledConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	q, err := beginSQL(sql.IsolationLevel(opts.Isolation), opts.ReadOnly, c.timeoutMs)
+	q, err := c.begins.of(opts)
 	if err != nil {
 		return nil, err
 	}

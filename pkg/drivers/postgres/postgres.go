@@ -1,6 +1,6 @@
 // Package postgres is the PostgreSQL dialect, on jackc/pgx/v5 through its
 // database/sql adapter so the engine stays shared with SQLite (the write
-// batch's two pipelines use the pgx connection beneath it). Several
+// batch's pipelines use the pgx connection beneath it). Several
 // QuantyKube processes may serve one database: the dialect implements
 // mvcc.ReplicaDialect (a database-wide write lock per batch, LISTEN/NOTIFY
 // wake-ups, leases whose deadlines live in the database).
@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/tls"
 )
@@ -55,6 +56,9 @@ type Dialect struct {
 	listenCfg *pgx.ConnConfig
 	// execModeSet: the DSN chose pgx's default_query_exec_mode itself.
 	execModeSet bool
+	// setLocalTimeout gives a batch's transaction StatementTimeout behind
+	// a pooler ("": none).
+	setLocalTimeout string
 
 	mu       sync.Mutex
 	detected bool
@@ -110,7 +114,11 @@ func New(dsn string, opts Options) (*Dialect, error) {
 	if opts.Pool.MaxIdleTime == 0 {
 		opts.Pool.MaxIdleTime = 5 * time.Minute
 	}
-	return &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode="), serverID: newServerID()}, nil
+	d := &Dialect{cfg: cfg, listenCfg: listenCfg, opts: opts, execModeSet: strings.Contains(dsn, "default_query_exec_mode="), serverID: newServerID()}
+	if ms := opts.StatementTimeout.Milliseconds(); ms > 0 {
+		d.setLocalTimeout = setLocalTimeoutSQL(ms)
+	}
+	return d, nil
 }
 
 // parseConfig parses a database URL with QuantyKube's defaults: a 10 s
@@ -126,6 +134,9 @@ func parseConfig(dsn, what string) (*pgx.ConnConfig, error) {
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "quantykube"
+	}
+	if rec := sqltrace.Recorder(); rec != nil {
+		cfg.Tracer = tracer{rec: rec}
 	}
 	return cfg, nil
 }
@@ -241,42 +252,6 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-// Bind rewrites ? placeholders to $1, $2, ... outside quoted literals.
-func (d *Dialect) Bind(q string) string {
-	if !strings.Contains(q, "?") {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q) + 16)
-	n := 0
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '?':
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// LogByRev needs no hint: PostgreSQL's planner weighs the revision
-// condition against the key range from statistics (and the actual index
-// bounds for revisions newer than the histogram).
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias }
-
-// LogByKey needs no hint either (LogByRev).
-func (d *Dialect) LogByKey(alias string) string { return "log AS " + alias }
-
 // OwnedBlobs (mvcc.OwnedBlobs): pgx's database/sql driver (stdlib.Rows)
 // scans every bytea column of every row into a new slice, which it never
 // writes again; TestDriverBlobsAreOwned checks it.
@@ -360,7 +335,7 @@ func (d *Dialect) Listen(ctx context.Context, up func(bool), wake func(payload s
 }
 
 func (d *Dialect) Leases(ctx context.Context, db *sql.DB) ([]mvcc.LeaseRow, error) {
-	return generic.Leases(ctx, db, nowMs)
+	return generic.Leases(ctx, db, leasesSQL)
 }
 
 func (d *Dialect) RenewLease(ctx context.Context, db *sql.DB, id int64, notify string) (int64, bool, error) {

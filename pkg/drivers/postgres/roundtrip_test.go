@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,60 +347,6 @@ func TestAssumptionCheckedUnderTheLock(t *testing.T) {
 	}
 	if got != 2 {
 		t.Fatalf("the create after b's took %d round trips, want 2 (the lock with the read, the COMMIT: nothing assumed)", got)
-	}
-	checkTables(t, dsn)
-}
-
-// A batch whose writes PostgreSQL refuses certainly did not commit, though
-// its writes and COMMIT went out together: its requests are retried one
-// by one, and only the one the database refuses fails. (Taken for a
-// commit of unknown outcome, every request of the batch would fail.)
-func TestRefusedBatchIsRetried(t *testing.T) {
-	s, dsn := openStore(t)
-	db := sqlDB(t, dsn)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, `CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.key = 'bad'::bytea THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TRIGGER refuse_bad BEFORE INSERT OR UPDATE ON current FOR EACH ROW EXECUTE FUNCTION refuse_bad()`); err != nil {
-		t.Fatal(err)
-	}
-	// Hold the batch lock, so that the writer waits in a batch of its own
-	// (the first put) while the next two queue up behind it and then go
-	// in one batch.
-	lock, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback()
-	if _, err := lock.ExecContext(ctx, `UPDATE meta SET value = value WHERE name = 'rev'`); err != nil {
-		t.Fatal(err)
-	}
-	put := func(k string) <-chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{putOp(k, "v")}})
-			done <- err
-		}()
-		return done
-	}
-	first := put("first")
-	time.Sleep(200 * time.Millisecond)
-	good, bad := put("good"), put("bad")
-	time.Sleep(200 * time.Millisecond)
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("first: %v", err)
-	}
-	if err := <-good; err != nil {
-		t.Fatalf("a put batched with one the database refuses failed: %v", err)
-	}
-	if err := <-bad; err == nil || !strings.Contains(err.Error(), "refused by the test") {
-		t.Fatalf("the refused put: got %v, want the database's refusal", err)
 	}
 	checkTables(t, dsn)
 }

@@ -85,7 +85,7 @@ func (d *Dialect) renewServerRow(ctx context.Context, conn *pgx.Conn, name strin
 	// server connection.
 	q := serverRowUpsertSQL
 	if first {
-		q = serverRowsPruneSQL + q
+		q = serverRowsPruneUpsertSQL
 	}
 	if err := statement(ctx, conn, q, name); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -185,7 +186,7 @@ func readRev(ctx context.Context, file string) (int64, error) {
 // bump moves the revision of the store in file to rev and marks every
 // revision below it compacted, in one transaction (mvcc.BumpRevision).
 func (d *Dialect) bump(ctx context.Context, file string, rev int64) error {
-	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(30000)")
+	db, err := sqltrace.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(30000)")
 	if err != nil {
 		return err
 	}
@@ -216,7 +217,7 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(30000)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sqltrace.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}

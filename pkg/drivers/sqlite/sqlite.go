@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
+	"github.com/quantyroot/quantykube/pkg/internal/sqltrace"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
@@ -121,7 +122,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 		// Only the writer writes the WAL (ADR-018).
 		wdsn += "&vfs=" + vfs
 	}
-	writer, err = sql.Open("sqlite", wdsn)
+	writer, err = sqltrace.Open("sqlite", wdsn)
 	if err != nil {
 		d.Close()
 		return nil, nil, err
@@ -138,7 +139,7 @@ func (d *Dialect) Open(ctx context.Context) (writer, reader *sql.DB, err error) 
 	if readers <= 0 {
 		readers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
-	reader, err = sql.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB)))
+	reader, err = sqltrace.Open("sqlite", d.dsn("query_only(1)", fmt.Sprintf("cache_size(%d)", -readerCacheKiB)))
 	if err != nil {
 		writer.Close()
 		d.Close()
@@ -233,20 +234,16 @@ func (d *Dialect) Migrations() [][]string {
 	}}
 }
 
-func (d *Dialect) Bind(q string) string { return q }
-
-// autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
-// writer's connection keeps while it checkpoints after its own commits.
-const autoCheckpointPages = 1000
-
-// AutoCheckpoint sets the connection's wal_autocheckpoint (mvcc.Checkpointer).
+// AutoCheckpoint sets the connection's wal_autocheckpoint
+// (mvcc.Checkpointer): SQLite's default, which the writer's connection
+// keeps while it checkpoints after its own commits, or off.
 func (d *Dialect) AutoCheckpoint(ctx context.Context, ex mvcc.Execer, on bool) error {
-	pages := 0
+	q := autoCheckpointOffSQL
 	if on {
-		pages = autoCheckpointPages
+		q = autoCheckpointOnSQL
 	}
-	if _, err := ex.ExecContext(ctx, autoCheckpointSQL(pages)); err != nil {
-		return fmt.Errorf("sqlite: set wal_autocheckpoint to %d: %w", pages, err)
+	if _, err := ex.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", q, err)
 	}
 	return nil
 }
@@ -258,16 +255,6 @@ func (d *Dialect) Checkpoint(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	return nil
-}
-
-// LogByRev pins the index: for SELECT DISTINCT key, SQLite prefers a scan
-// of the covering (key, rev) index, which reads every revision ever kept.
-func (d *Dialect) LogByRev(alias string) string { return "log AS " + alias + " INDEXED BY log_rev" }
-
-// LogByKey pins the other index: ordered by revision, SQLite prefers
-// log_rev, which reads the whole log for a range that holds little of it.
-func (d *Dialect) LogByKey(alias string) string {
-	return "log AS " + alias + " INDEXED BY log_key_rev"
 }
 
 // LazyRows (mvcc.LazyRows): SQLite runs in the process and steps a
