@@ -68,7 +68,7 @@ import (
 //
 // The revision an answer reports is one that every read starting after
 // the answer returns sees, a read of the latest state included; and an
-// answer shows no change of a later revision (ADR-038). A batch becomes
+// answer shows no change of a later revision (ADR-037). A batch becomes
 // visible in two steps, the database's commit and then its publish to the
 // live index, the Hub and Rev (publish.go, tail.go); its revision may be
 // reported only once both are done, and every path keeps to that:

@@ -146,7 +146,7 @@ func BenchmarkRangeLog(b *testing.B) {
 // BenchmarkRangeWhileWriting is the SQL read path while the writer
 // commits as fast as it can: a read's snapshot then often holds a batch
 // not yet published, which it reads at the published revision instead
-// (range.go, shownRev; ADR-038). The live index is off, so that reads at
+// (range.go, shownRev; ADR-037). The live index is off, so that reads at
 // the latest revision take SQL as well.
 func BenchmarkRangeWhileWriting(b *testing.B) {
 	for _, c := range []struct {

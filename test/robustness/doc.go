@@ -4,7 +4,7 @@
 // (traffic, client, model, validate), used unchanged. make chaos runs it
 // on QuantyKube on every database, with and without faults, and on etcd
 // (test/chaos, robustness_test.go, which starts the servers and injects
-// the faults; ADR-038).
+// the faults; ADR-037).
 //
 // etcd's validators need the requests the store persisted, in order.
 // Upstream reads them from etcd's WAL; here Rebuild makes them from the
