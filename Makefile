@@ -4,8 +4,10 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The test tools with dependencies of their own are nested modules, so that
 # a program embedding pkg/endpoint inherits none of them (ADR-012); they
-# replace this module with ../.. (and chaos its two neighbours).
-TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/ci/testcheck
+# replace this module with ../.. (and chaos its two neighbours);
+# test/robustness (etcd's robustness suite, which builds only against
+# etcd's API v3.6) imports nothing of it.
+TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/robustness test/ci/testcheck
 # The kubectl plugin is a module of its own for the same reason: cli-runtime,
 # cobra and kustomize stay out of this module's graph (ADR-040).
 PLUGIN       = cmd/kubectl-quanty
@@ -15,7 +17,7 @@ TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos fuzz
+.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e proto proto-check ci bench bench-changes dist dist-check chaos robustness fuzz
 
 build:
 	$(GO) build -o bin/quantykube ./cmd/quantykube
@@ -50,7 +52,7 @@ run: build
 # module's.
 test: lint testcheck
 	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
-	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
+	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/robustness test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
 
 testcheck:
 	@mkdir -p $(dir $(TESTCHECK)) && cd test/ci/testcheck && $(GO) build -o $(TESTCHECK) .
@@ -132,15 +134,28 @@ ci: proto-check dist-check test conformance e2e chaos
 # The fault and abuse suites (test/chaos, built with the chaos tag; root for
 # FUSE and tmpfs): power cuts on lazyfs, kill -9, PostgreSQL stopped hard,
 # a full disk, PostgreSQL connections reset mid-batch, each checked for
-# linearizability, the watch guarantees and lost writes; abuse figures side
-# by side with etcd; then every fuzz target for a while. Prints the table,
-# also left in $(CHAOS_REPORT). See docs/RELIABILITY.md.
+# linearizability, the watch guarantees and lost writes; etcd's own
+# robustness suite (test/robustness) at twice its high traffic profile on
+# every database and on etcd, for ROBUSTNESS_DURATION a run; abuse figures
+# side by side with etcd; then every fuzz target for a while. Prints the
+# tables, also left in $(CHAOS_REPORT). See docs/RELIABILITY.md.
 CHAOS_REPORT ?= $(CURDIR)/.cache/chaos/report.md
+ROBUSTNESS_DURATION ?= 4s
 chaos: testcheck
 	@mkdir -p $(dir $(CHAOS_REPORT)) && rm -f $(CHAOS_REPORT)
-	@cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) $(TESTCHECK) -go $(GO) -- -tags chaos -count=1 -timeout 30m .; \
+	@cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) QUANTY_ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) $(TESTCHECK) -go $(GO) -- -tags chaos -count=1 -timeout 45m .; \
 	  status=$$?; echo; cat $(CHAOS_REPORT) 2>/dev/null; exit $$status
 	$(MAKE) fuzz
+
+# etcd's robustness suite alone (make chaos runs it once): ROBUSTNESS_COUNT
+# times each run, of ROBUSTNESS_DURATION; ROBUSTNESS_RUN picks runs, e.g.
+# make robustness ROBUSTNESS_COUNT=10 ROBUSTNESS_RUN='SQLite/EtcdPut/'
+ROBUSTNESS_COUNT ?= 1
+ROBUSTNESS_RUN ?= .
+robustness: testcheck
+	@mkdir -p $(dir $(CHAOS_REPORT)) && rm -f $(CHAOS_REPORT)
+	@cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) QUANTY_ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) $(TESTCHECK) -go $(GO) -- -tags chaos -count=$(ROBUSTNESS_COUNT) -timeout 300m -run '^TestRobustness$$/$(ROBUSTNESS_RUN)' .; \
+	  status=$$?; echo; cat $(CHAOS_REPORT) 2>/dev/null; exit $$status
 
 # Each fuzz target for a fixed number of runs (a count, not a duration: Go
 # 1.26's fuzzer can fail a run that ends on its deadline, golang/go#75804).

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -120,4 +121,30 @@ func SetScanBounds(rows, keys int) (restore func()) {
 	oldRows, oldKeys := logScanRows, rangeAtScanKeys
 	logScanRows, rangeAtScanKeys = rows, keys
 	return func() { logScanRows, rangeAtScanKeys = oldRows, oldKeys }
+}
+
+// HoldPublish makes the writer's next publish (publish.go) wait, as when
+// readers run between a batch's commit and its publish: committed is
+// closed once the batch has committed and its publish waits, release lets
+// it go on. Call it between writes, as FailCommitOutcome.
+func (s *Store) HoldPublish() (committed <-chan struct{}, release func()) {
+	h := &heldPublisher{next: s.writer.pub, committed: make(chan struct{}), release: make(chan struct{})}
+	s.writer.pub = h
+	var once sync.Once
+	return h.committed, func() { once.Do(func() { close(h.release) }) }
+}
+
+type heldPublisher struct {
+	next               publisher
+	committed, release chan struct{}
+	held               bool // the writer's alone
+}
+
+func (h *heldPublisher) published(c *batchCommit) {
+	if !h.held {
+		h.held = true
+		close(h.committed)
+		<-h.release
+	}
+	h.next.published(c)
 }

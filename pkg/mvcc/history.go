@@ -78,7 +78,10 @@ func (s *Store) RevisionAt(ctx context.Context, key []byte, unixMs int64) (int64
 	if err != nil {
 		return 0, err
 	}
-	return max(rev, f.Rev), nil
+	// A revision committed and not yet published is no answer (kv.go):
+	// the newest published one was committed before it, so at or before
+	// unixMs as well.
+	return min(max(rev, f.Rev), s.Rev()), nil
 }
 
 // KeyAtTime is RevisionAt and KeyAt in one statement: the revision
@@ -110,6 +113,12 @@ func (s *Store) KeyAtTime(ctx context.Context, key []byte, unixMs int64) (int64,
 	// At or after the floor's commit time, the revision is at least the
 	// floor's (see RevisionAt).
 	rev := max(at.Int64, f.Rev)
+	if pub := s.Rev(); rev > pub {
+		// Committed, not yet published (kv.go): the key as it was at the
+		// newest published revision, as RevisionAt answers.
+		kv, err := s.keyAsOf(ctx, key, pub)
+		return pub, kv, err
+	}
 	if !mod.Valid || deleted.Int64 != 0 {
 		return rev, nil, nil
 	}
@@ -131,7 +140,8 @@ func (s *Store) FirstRevisionFrom(ctx context.Context, kr KeyRange, unixMs int64
 		return 0, false, &OutOfRangeError{Msg: fmt.Sprintf("time %s is older than the oldest retained revision %d (%s)", fmtMs(unixMs), f.Rev, fmtMs(f.UnixMs))}
 	}
 	err = s.readRow(ctx, s.sql.History.RevFromTime, unixMs).Scan(&rev)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && rev > s.Rev()) {
+		// None, or only a batch not yet published (kv.go).
 		return 0, false, nil
 	}
 	return rev, err == nil, err

@@ -65,8 +65,34 @@ import (
 // a request that changes nothing (a failed compare, a delete of absent
 // keys, a read) takes none. Every answer carries the revision of the
 // state it was read from or left behind.
+//
+// The revision an answer reports is one that every read starting after
+// the answer returns sees, a read of the latest state included; and an
+// answer shows no change of a later revision (ADR-037). A batch becomes
+// visible in two steps, the database's commit and then its publish to the
+// live index, the Hub and Rev (publish.go, tail.go); its revision may be
+// reported only once both are done, and every path keeps to that:
+//
+//   - A write (a Txn, read-only ones included, Compact, a lease grant or
+//     revoke) is answered after its batch is published; where replicas
+//     share the database, after its commit at least (see below).
+//   - A read of the live index reports the index's revision, published.
+//   - A read in SQL on SQLite answers at the published revision when its
+//     snapshot holds a batch not yet published (Store.shownRev): the
+//     revision is loaded after the snapshot began, so the snapshot holds
+//     it, and at the latest state the read answers as a past revision.
+//   - A read in SQL where replicas share the database reports the
+//     database's revision: a read of the latest state first asks the
+//     database for its revision and waits for the live index to reach it
+//     (index_replica.go), and a read without the index reads the
+//     database itself. Serializable reads skip that wait, as etcd's do,
+//     and may report an older revision.
+//   - Watch responses report the Hub's revision, published last.
+//   - History reports Rev, and its Log pages stop at it; its reads by
+//     time answer at most Rev.
 type ReadView interface {
-	// Rev is the newest committed revision.
+	// Rev is the newest published revision: every read that starts after
+	// Rev returns sees it.
 	Rev() int64
 
 	// Range reads the keys of r at r.Revision (0: the latest), with
@@ -93,7 +119,9 @@ type KV interface {
 	// revision moves by one if anything changed. An error is either a
 	// refusal etcd would give (errors.go: Refused reports it; nothing was
 	// written) or a failure of the store (ErrClosed, a database error)
-	// whose write may or may not have been applied, as with etcd.
+	// whose write may or may not have been applied, as with etcd. When ctx
+	// ends first, the write is applied only if the writer had begun its
+	// batch: one still queued is dropped (writer.go).
 	Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
 
 	// Compact sets the floor below which reads answer ErrCompacted, and

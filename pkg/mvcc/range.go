@@ -63,20 +63,38 @@ func (s *Store) rangeOnce(ctx context.Context, r *pb.RangeRequest) (*RangeResult
 		return nil, err
 	}
 	defer done()
-	// The header revision is read in the same snapshot as the data.
+	// The revision is read in the same snapshot as the data.
 	var rev, compact int64
 	if err := tx.QueryRowContext(ctx, s.sql.Meta.RevFloor).Scan(&rev, &compact); err != nil {
 		return nil, err
 	}
-	return s.rangeIn(ctx, tx, r, rev, compact)
+	return s.rangeAt(ctx, tx, r, s.shownRev(rev), rev, compact)
+}
+
+// shownRev is the revision a read whose snapshot is at rev answers at and
+// reports (kv.go: a response reports only revisions every later read
+// sees). On SQLite the snapshot may hold batches the writer has committed
+// but not yet published (publish.go): reads of the live index do not see
+// them yet, so the read answers at the published revision, which its
+// snapshot holds (a revision is committed before it is published; loaded
+// after the snapshot began, it is the newest one the snapshot may lack).
+// Where replicas share the database, every committed revision is one all
+// later reads see: a read at the latest revision first waits for the
+// revision the database has (index_replica.go).
+func (s *Store) shownRev(rev int64) int64 {
+	if s.replica != nil {
+		return rev
+	}
+	return min(rev, s.publishedRev.Load())
 }
 
 // rangeLatest answers the commonest Range, a get of one key at the latest
 // revision, in one statement: one statement reads one snapshot, so the
 // revision comes from meta in the same SELECT and no transaction is needed.
-// ok is false for any other Range. (Ranges of many keys stay on the other
-// path: joined this way, SQLite sorts them again instead of reading the
-// index in order.)
+// ok is false for any other Range, and for a snapshot that holds a batch
+// not yet published (shownRev): the other path reads it at the published
+// revision. (Ranges of many keys stay on the other path: joined this way,
+// SQLite sorts them again instead of reading the index in order.)
 func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResult, bool, error) {
 	kr := NewKeyRange(r.Key, r.RangeEnd)
 	if r.Revision > 0 || r.CountOnly || len(r.Key) == 0 || !kr.Single() || !validSort(r) {
@@ -108,6 +126,9 @@ func (s *Store) rangeLatest(ctx context.Context, r *pb.RangeRequest) (*RangeResu
 	}
 	if err := rows.Err(); err != nil {
 		return nil, true, err
+	}
+	if s.shownRev(res.Rev) != res.Rev {
+		return nil, false, nil
 	}
 	res.Count = int64(len(kvs))
 	return finishRange(res, kvs, r, order, sortByValue, filtered), true, nil
@@ -154,6 +175,13 @@ func validSort(r *pb.RangeRequest) bool {
 
 // rangeIn answers r inside q, whose snapshot is at revision rev.
 func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev, compact int64) (*RangeResult, error) {
+	return s.rangeAt(ctx, q, r, rev, rev, compact)
+}
+
+// rangeAt answers r inside q, whose snapshot is at revision rev, as the
+// store was at revision head <= rev: head is the latest revision and the
+// one the answer reports.
+func (s *Store) rangeAt(ctx context.Context, q querier, r *pb.RangeRequest, head, rev, compact int64) (*RangeResult, error) {
 	if len(r.Key) == 0 {
 		return nil, ErrEmptyKey
 	}
@@ -161,16 +189,16 @@ func (s *Store) rangeIn(ctx context.Context, q querier, r *pb.RangeRequest, rev,
 		return nil, ErrInvalidSort
 	}
 	at := r.Revision
-	if at > rev {
+	if at > head {
 		return nil, ErrFutureRev
 	}
 	if at > 0 && at < compact {
 		return nil, ErrCompacted
 	}
 	if at <= 0 {
-		at = rev
+		at = head
 	}
-	res := &RangeResult{Rev: rev}
+	res := &RangeResult{Rev: head}
 	kr := NewKeyRange(r.Key, r.RangeEnd)
 	if kr.Empty() {
 		return res, nil

@@ -142,3 +142,63 @@ func BenchmarkRangeLog(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRangeWhileWriting is the SQL read path while the writer
+// commits as fast as it can: a read's snapshot then often holds a batch
+// not yet published, which it reads at the published revision instead
+// (range.go, shownRev; ADR-037). The live index is off, so that reads at
+// the latest revision take SQL as well.
+func BenchmarkRangeWhileWriting(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		req  func(rev int64) *pb.RangeRequest
+	}{
+		{"get", func(int64) *pb.RangeRequest {
+			return &pb.RangeRequest{Key: []byte("/registry/configmaps/default/k00042")}
+		}},
+		{"get at a past revision", func(rev int64) *pb.RangeRequest {
+			return &pb.RangeRequest{Key: []byte("/registry/configmaps/default/k00042"), Revision: rev}
+		}},
+		{"list 500", func(int64) *pb.RangeRequest {
+			return &pb.RangeRequest{Key: []byte("/registry/configmaps/default/"), RangeEnd: []byte("/registry/configmaps/default0")}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.Setenv("QUANTY_BENCH_NO_INDEX", "1")
+			s := benchStore(b, 500)
+			ctx := context.Background()
+			past := s.Rev()
+			stop, done := make(chan struct{}), make(chan int)
+			go func() {
+				n := 0
+				defer func() { done <- n }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := s.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+						Key: []byte("/registry/leases/hot"), Value: []byte("v")}}}}}); err != nil {
+						b.Error(err)
+						return
+					}
+					n++
+				}
+			}()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb2 *testing.PB) {
+				for pb2.Next() {
+					r, err := s.Range(ctx, c.req(past))
+					if err != nil || len(r.Kvs) == 0 {
+						b.Fatalf("range: %v, %d kvs", err, len(r.Kvs))
+					}
+				}
+			})
+			b.StopTimer()
+			close(stop)
+			b.ReportMetric(float64(<-done)/b.Elapsed().Seconds(), "writes/s")
+		})
+	}
+}

@@ -39,6 +39,7 @@ const (
 )
 
 type writeReq struct {
+	ctx   context.Context // the caller's
 	kind  writeKind
 	txn   *pb.TxnRequest
 	rev   int64 // Compact
@@ -54,11 +55,14 @@ type writeResult struct {
 }
 
 // submit queues a request for the writer and waits for its durable outcome.
-// A caller that gives up (ctx) may still see its write committed, as with etcd.
+// A caller that gives up (ctx) may still see its write committed, as with
+// etcd, if its batch had begun; one still queued then is not applied
+// (process).
 func (s *Store) submit(ctx context.Context, req *writeReq) writeResult {
 	if s.closed.Load() {
 		return writeResult{err: ErrClosed}
 	}
+	req.ctx = ctx
 	req.done = make(chan writeResult, 1)
 	select {
 	case s.reqs <- req:
@@ -155,7 +159,23 @@ func (w *writer) run() {
 
 // process commits a batch; if the database refuses it, each request is
 // retried alone so that one bad request cannot fail its neighbours.
+//
+// A request whose caller gave up while it was queued is answered with the
+// caller's error and not applied: nobody waits for its outcome. Otherwise
+// a writer held up (a database failing over, a slow disk) would apply,
+// once it resumes, every request its callers had long abandoned and
+// probably sent again, seconds after they stopped waiting; each a write
+// whose outcome the caller could not know.
 func (w *writer) process(batch []*writeReq) {
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		live = append(live, r)
+	}
+	batch = live
 	// Defragment cannot run inside a transaction: give it a batch of its own.
 	for i, r := range batch {
 		if r.kind == wDefrag {

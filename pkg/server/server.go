@@ -142,16 +142,25 @@ func (s *Server) sizeInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 // (reads, read-only transactions) it does not bound beyond gRPC's limit.
 func (s *Server) checkSize(m proto.Message) error {
 	// The entry holds m as a field numbered below 16 and a header (field
-	// 100) holding the request ID, which etcd makes of the low 16 bits of
-	// its member ID above 48 bits of time (idutil.Generator).
+	// 100) holding the request ID.
 	n := proto.Size(m)
-	id := uint64(uint16(s.store.MemberID()))<<48 | (1<<48 - 1)
-	header := protowire.SizeTag(1) + protowire.SizeVarint(id)
+	header := protowire.SizeTag(1) + protowire.SizeVarint(etcdRequestID)
 	if protowire.SizeTag(100)+protowire.SizeBytes(header)+protowire.SizeTag(4)+protowire.SizeBytes(n) > s.cfg.MaxRequestBytes {
 		return rpctypes.ErrGRPCRequestTooLarge
 	}
 	return nil
 }
+
+// etcdRequestID is the largest request ID of etcd's default member (ID
+// 8e9e05c52164694d: `etcd` with no flags), whose size the entry's header
+// takes. etcd makes an ID of the low 16 bits of its member ID above 48
+// bits of time (idutil.Generator), so the ID's size, and the largest write
+// a member accepts, depends on the member: for half of all member IDs the
+// ID is a byte longer than for the default one. QuantyKube's own member ID
+// is random; bounding as the default member does, every store accepts the
+// same writes, and exactly the default etcd's (with a 48-byte key, a Put
+// of a value of up to 1,572,793 bytes at the default limit).
+const etcdRequestID = uint64(0x694d)<<48 | (1<<48 - 1)
 
 // readOnly reports whether a transaction only reads, as etcd's
 // IsTxnReadonly does: every operation of both branches a Range.

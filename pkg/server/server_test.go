@@ -22,15 +22,17 @@ import (
 // TestCheckSize holds checkSize to etcd's own rule: a write is refused when
 // the InternalRaftRequest etcd makes of it (etcdserver's
 // processInternalRaftRequestOnce), with a request ID from etcd's
-// idutil.Generator for the member, is over the limit.
+// idutil.Generator, is over the limit. The member is etcd's default one
+// (8e9e05c52164694d), whatever the store's own member ID.
 func TestCheckSize(t *testing.T) {
 	const limit = DefaultMaxRequestBytes
 	ms := uint64(time.Now().UnixMilli())
-	for _, member := range []uint64{0x10000, 0x1, 0xe1, 0x1234, 0x7fff, 0x8000, 0xabcdef12345fffff} {
+	// etcd's generator: the member's low 16 bits, then 40 bits of the time
+	// in milliseconds, then a counter of 8 bits.
+	var etcdDefaultMember uint64 = 0x8e9e05c52164694d
+	id := uint64(uint16(etcdDefaultMember))<<48 | (ms&(1<<40-1))<<8 + 1
+	for _, member := range []uint64{0x10000, 0x1, 0xe1, 0x1234, 0x7fff, 0x8000, 0xabcdef12345fffff, etcdDefaultMember} {
 		s := New(Config{Backend: &fakeBackend{member: member}})
-		// etcd's generator: the member's low 16 bits, then 40 bits of the
-		// time in milliseconds, then a counter of 8 bits.
-		id := uint64(uint16(member))<<48 | (ms&(1<<40-1))<<8 + 1
 		for d := -40; d <= 4; d++ {
 			p := &pb.PutRequest{Key: []byte("k")}
 			p.Value = bytes.Repeat([]byte("v"), limit+d-proto.Size(p)-3)
@@ -47,6 +49,14 @@ func TestCheckSize(t *testing.T) {
 					t.Fatalf("member %x, %T of %d bytes (entry %d): refused %v, etcd refuses %v", member, m, proto.Size(m), proto.Size(entry), refused, etcdRefuses)
 				}
 			}
+		}
+	}
+	// The case: a 48-byte key.
+	s := New(Config{Backend: &fakeBackend{member: 0xffff}})
+	key := bytes.Repeat([]byte("k"), 48)
+	for value, refused := range map[int]bool{1_572_793: false, 1_572_794: true} {
+		if got := s.checkSize(&pb.PutRequest{Key: key, Value: make([]byte, value)}) != nil; got != refused {
+			t.Errorf("a Put of a 48-byte key and a %d-byte value: refused %v, want %v", value, got, refused)
 		}
 	}
 }

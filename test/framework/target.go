@@ -248,6 +248,9 @@ func (x *Target) Endpoints() []string {
 // Endpoint is the first replica's client URL.
 func (x *Target) Endpoint() string { return x.members[0].url }
 
+// EtcdDataDir is an etcd target's data directory, where its WAL is.
+func (x *Target) EtcdDataDir() string { return x.members[0].dataDir }
+
 // Server is the in-process QuantyKube server (nil for processes and etcd,
 // or while stopped).
 func (x *Target) Server() *endpoint.Server { return x.members[0].srv }
@@ -396,9 +399,11 @@ type member struct {
 	scheme string // of the client URL: http or https
 	tls    *tls.Config
 	fresh  func()
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // Wait's result, once exited is closed
+	// dataDir is etcd's --data-dir.
+	dataDir string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	err     error // Wait's result, once exited is closed
 }
 
 func newQuantyMember(t testing.TB, name, dsn string, o Options, tc *tls.Config) *member {
@@ -449,7 +454,7 @@ func newEtcdMember(t testing.TB, dir string, o Options, tc *tls.Config) *member 
 	if err != nil {
 		Unavailable(t, "etcd", err)
 	}
-	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin, scheme: "http", tls: tc}
+	m := &member{name: "etcd", log: &LogBuffer{}, bin: bin, scheme: "http", tls: tc, dataDir: filepath.Join(dir, "etcd")}
 	if o.TLS != nil {
 		m.scheme = "https"
 	}
@@ -464,7 +469,7 @@ func newEtcdMember(t testing.TB, dir string, o Options, tc *tls.Config) *member 
 		curl, purl := m.scheme+"://"+addr, "http://"+peer
 		args := []string{
 			"--name", "default",
-			"--data-dir", filepath.Join(dir, "etcd"),
+			"--data-dir", m.dataDir,
 			"--listen-client-urls", curl,
 			"--advertise-client-urls", curl,
 			"--listen-peer-urls", purl,
