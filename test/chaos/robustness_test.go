@@ -55,7 +55,9 @@ type robustness struct {
 // its history is validated by etcd's validators (porcupine over etcd's
 // model, the watch guarantees with progress notifications, serializable
 // reads), with the persisted requests rebuilt from History's Log. The
-// table gives etcd's figures of each run beside the verdict.
+// table gives etcd's figures of each run beside the verdict. make chaos
+// runs twelve of the fifteen scenarios, make robustness all of them
+// (QUANTY_ROBUSTNESS_ALL; the scenarios' extra field says which).
 func TestRobustness(t *testing.T) {
 	driver := robustnessDriver(t)
 	duration := os.Getenv(envRobustnessDuration)
