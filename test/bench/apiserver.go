@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -17,17 +18,21 @@ import (
 	"time"
 )
 
-// kube-apiserver on a target, for the idle workload's -idle-apiserver mode.
-// Only what it needs to start and serve /readyz: a service-account key (the
-// one file it cannot do without) and its own self-signed serving
-// certificate (--cert-dir). No client CA and no admin: nobody makes a
-// request but the harness's anonymous /readyz, which the bootstrap RBAC
-// policy allows (system:public-info-viewer). test/e2e starts a full
-// cluster with its own PKI; none of that is needed to watch one idle.
+// kube-apiserver on a target, for the idle workload's -idle-apiserver mode
+// and the scale workload. Only what it needs to start and serve /readyz: a
+// service-account key (the one file it cannot do without) and its own
+// self-signed serving certificate (--cert-dir). The idle workload makes no
+// request but the anonymous /readyz, which the bootstrap RBAC policy allows
+// (system:public-info-viewer); the scale workload lists as an admin, with a
+// bearer token in system:masters from a static token file (one file, no
+// client PKI). test/e2e starts a full cluster with its own PKI; none of
+// that is needed here.
 
 type apiserver struct {
 	pid    int
+	base   string // https://127.0.0.1:PORT
 	readyz string
+	token  string // the admin's bearer token; "" without one
 	client *http.Client
 	exited chan struct{}
 	log    string
@@ -59,8 +64,9 @@ func apiserverArgs(etcdURL string, port int, dir, saKey string) []string {
 }
 
 // startAPIServer runs bin against the etcd API at etcdURL, with dir (which
-// it creates) for its files and log, and waits until /readyz answers.
-func startAPIServer(ctx context.Context, bin, etcdURL, dir string) (*apiserver, error) {
+// it creates) for its files and log, and waits until /readyz answers; with
+// admin, a.token authenticates as a member of system:masters.
+func startAPIServer(ctx context.Context, bin, etcdURL, dir string, admin bool) (*apiserver, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
@@ -72,15 +78,26 @@ func startAPIServer(ctx context.Context, bin, etcdURL, dir string) (*apiserver, 
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
+	args := apiserverArgs(etcdURL, port, dir, saKey)
+	var token string
+	if admin {
+		var file string
+		if token, file, err = writeTokenFile(filepath.Join(dir, "tokens.csv")); err != nil {
+			return nil, err
+		}
+		args = append(args, "--token-auth-file="+file)
+	}
 	sctx, cancel := context.WithCancel(ctx)
-	cmd, err := command(sctx, dir, bin, apiserverArgs(etcdURL, port, dir, saKey)...)
+	cmd, err := command(sctx, dir, bin, args...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("start kube-apiserver %s: %w", bin, err)
 	}
 	a := &apiserver{
 		pid:    cmd.Process.Pid,
+		base:   fmt.Sprintf("https://127.0.0.1:%d", port),
 		readyz: fmt.Sprintf("https://127.0.0.1:%d/readyz", port),
+		token:  token,
 		exited: make(chan struct{}),
 		log:    filepath.Join(dir, "server.log"),
 	}
@@ -115,6 +132,21 @@ func writeServiceAccountKey(path string) (string, error) {
 		return "", fmt.Errorf("service-account key: %w", err)
 	}
 	return path, nil
+}
+
+// writeTokenFile writes a static token file (--token-auth-file: token,
+// user, uid, groups) with one random token for an admin in system:masters.
+func writeTokenFile(path string) (token, file string, err error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("admin token: %w", err)
+	}
+	token = hex.EncodeToString(b)
+	line := token + ",bench-admin,bench-admin,\"system:masters\"\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		return "", "", fmt.Errorf("admin token: %w", err)
+	}
+	return token, path, nil
 }
 
 // waitReady polls /readyz until it answers 200. The serving certificate is

@@ -54,6 +54,9 @@ type extraConfig struct {
 
 	steady      steadyConfig
 	steadyRates string // -steady-rates, parsed into steady.rates by check
+
+	scale   scaleConfig
+	tenants tenantsConfig
 }
 
 // extraFlags registers the workloads' flags and returns a function that
@@ -66,7 +69,7 @@ func extraFlags(ec *extraConfig) func() {
 	flag.IntVar(&ec.delKeys, "bigdelete-keys", 200_000, "bigdelete: keys the one DeleteRange removes")
 	flag.IntVar(&ec.delClients, "bigdelete-clients", 8, "bigdelete: writers, and as many readers, running during the delete")
 	flag.DurationVar(&ec.idleTime, "idle-time", 2*time.Minute, "idle: the measured window (with -idle-apiserver: 10m, -quick 1m)")
-	flag.StringVar(&ec.idleAPIServer, "idle-apiserver", "", "idle: this kube-apiserver binary is the only client of each target, instead of the harness's keys, watches and lease (scripts/bench.sh passes the one scripts/kubernetes.sh built, if any)")
+	flag.StringVar(&ec.idleAPIServer, "idle-apiserver", "", "idle: this kube-apiserver binary is the only client of each target, instead of the harness's keys, watches and lease (scripts/bench.sh passes the one scripts/kubernetes.sh built, if any); scale: the kube-apiserver it starts")
 	flag.DurationVar(&ec.idleSettle, "idle-settle", time.Minute, "idle with -idle-apiserver: wait after kube-apiserver is ready before the window (-quick 30s)")
 	flag.IntVar(&ec.startKeys, "startup-keys", 1_000_000, "startup: live keys")
 	flag.IntVar(&ec.startVersions, "startup-versions", 3, "startup: revisions written per key (the history a restart finds)")
@@ -96,7 +99,8 @@ func extraFlags(ec *extraConfig) func() {
 	flag.BoolVar(&ec.steady.watch, "steady-watch", false, "steady: then each rate again with a watch on the prefix (prev_kv, progress notify), as kube-apiserver's watch cache")
 	flag.StringVar(&ec.steady.pprof, "steady-pprof", "", "steady: the --pprof-address given to QuantyKube in -quantykube-flags; a CPU profile of each of its windows goes into -steady-pprof-dir")
 	flag.StringVar(&ec.steady.pprofDir, "steady-pprof-dir", ".cache/bench/steady-profiles", "steady: where -steady-pprof's profiles go")
-	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s, catchup 500 revisions, steady 3s of warm-up and 10s measured")
+	applyScale := scaleFlags(&ec.scale, &ec.tenants)
+	quick := flag.Bool("quick", false, "small sizes for the extra workloads (a look, not the figures): fanout 1,000 watchers and 500 puts, bigdelete 20,000 keys, idle 30s (with -idle-apiserver: 30s settling, 1m measured), startup 100,000 keys, pgnet 300 and 2,000 creates, mixed 5s, watchers 5s, catchup 500 revisions, steady 3s of warm-up and 10s measured, scale 5,000 objects and 1m of updates, tenants 200 objects each and 30s of updates")
 	ec.idleKeys, ec.idleWatches = 1000, 10
 	return func() {
 		set := map[string]bool{}
@@ -105,6 +109,7 @@ func extraFlags(ec *extraConfig) func() {
 			// The issue's idle target is 10 minutes with kube-apiserver.
 			ec.idleTime = 10 * time.Minute
 		}
+		applyScale(set, *quick)
 		if !*quick {
 			return
 		}
@@ -143,6 +148,12 @@ func (ec *extraConfig) check() error {
 		return fmt.Errorf("-steady-rates: %w", err)
 	}
 	ec.steady.rates = rates
+	if err := ec.scale.check(); err != nil {
+		return err
+	}
+	if err := ec.tenants.check(); err != nil {
+		return err
+	}
 	switch {
 	case ec.steady.keys < 1 || ec.steady.valueSize < 1 || ec.steady.warmup < 0 || ec.steady.window < time.Second:
 		return fmt.Errorf("steady: want keys and a value size >= 1, a warm-up >= 0 and a window >= 1s")
@@ -176,6 +187,10 @@ func (ec *extraConfig) check() error {
 // extraWorkloads are the workloads beside the table, in the order they run.
 var extraWorkloads = []string{"fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup", "steady"}
 
+// onDemandWorkloads run only when named: each takes most of an hour at its
+// full size, which `all` (make bench's default) should not grow by.
+var onDemandWorkloads = []string{"scale", "tenants"}
+
 // parseWorkloads reads -workloads: "table", the extra names, or "all".
 func parseWorkloads(s string) (table bool, extras []string, err error) {
 	for _, w := range strings.Split(s, ",") {
@@ -184,10 +199,11 @@ func parseWorkloads(s string) (table bool, extras []string, err error) {
 			table = true
 		case "all":
 			table, extras = true, extraWorkloads
-		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup", "steady":
+		case "fanout", "bigdelete", "idle", "startup", "pgnet", "mixed", "watchers", "catchup", "steady", "scale", "tenants":
 			extras = append(extras, w)
 		default:
-			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s or all)", w, strings.Join(extraWorkloads, ", "))
+			return false, nil, fmt.Errorf("-workloads: unknown workload %q (want table, %s, %s, or all, which leaves out %s)", w,
+				strings.Join(extraWorkloads, ", "), strings.Join(onDemandWorkloads, ", "), strings.Join(onDemandWorkloads, " and "))
 		}
 	}
 	return table, dedupe(extras), nil
@@ -346,6 +362,28 @@ func runExtras(ctx context.Context, w io.Writer, names []string, targets []targe
 				})
 			})
 			print = func(w io.Writer) { printSteady(w, runs, ec.steady) }
+		case "scale":
+			if ec.idleAPIServer == "" {
+				return fmt.Errorf("scale: no kube-apiserver: pass -idle-apiserver PATH (scripts/bench.sh passes the one scripts/kubernetes.sh built)")
+			}
+			runs := eachRound(ctx, name, targets, workDir, pg, ec.scale.rounds, scaleSkip, func(ctx context.Context, t target, fr *fresh) (*scaleResult, error) {
+				return withServer(ctx, t, fr, func(srv *server) (*scaleResult, error) {
+					size := func() int64 { return dirSize(fr.dir) }
+					if t.engine == "postgres" {
+						size = func() int64 { return pg.dbSize(ctx, fr.db) }
+					}
+					return runScale(ctx, srv, fr, ec.idleAPIServer, ec.scale, ec.reqTimeout, size)
+				})
+			})
+			print = func(w io.Writer) { printScale(w, runs, ec.scale, ec.idleAPIServer) }
+		case "tenants":
+			if pg == nil {
+				return fmt.Errorf("tenants: no PostgreSQL cluster (see -pg-bin, and -targets with a postgres target)")
+			}
+			runs := eachTarget(ctx, name, targets, tenantsSkip, func(ctx context.Context, t target) (*tenantsResult, error) {
+				return runTenants(ctx, t, workDir, pg, ec.tenants, ec.reqTimeout)
+			})
+			print = func(w io.Writer) { printTenants(w, runs, ec.tenants) }
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -171,7 +171,7 @@ func runIdle(ctx context.Context, srv *server, ec extraConfig, keepAlive bool) (
 // pg is the cluster of a PostgreSQL target (db its database), else nil.
 func runIdleAPIServer(ctx context.Context, srv *server, fr *fresh, pg *pgCluster, ec extraConfig) (*idleResult, error) {
 	t0 := time.Now()
-	a, err := startAPIServer(ctx, ec.idleAPIServer, srv.endpoint, filepath.Join(fr.dir, "kube-apiserver"))
+	a, err := startAPIServer(ctx, ec.idleAPIServer, srv.endpoint, filepath.Join(fr.dir, "kube-apiserver"), false)
 	if err != nil {
 		return nil, err
 	}

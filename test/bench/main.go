@@ -94,7 +94,7 @@ func run() error {
 	changesRate := flag.Int("changes-rate", 1000, "with -changes: updates per second")
 	changesTime := flag.Duration("changes-time", time.Minute, "with -changes: each phase's length")
 	changesEvery := flag.Duration("changes-read-interval", 100*time.Millisecond, "with -changes: how often the reader asks for the page (0: back to back)")
-	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, watchers, catchup, or all")
+	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, watchers, catchup, steady, or all; scale and tenants (issue 58's memory at 50,000 objects and with 30 tenants) only when named")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
 	flag.Parse()
@@ -189,7 +189,7 @@ func run() error {
 	}
 	if wantPG {
 		logf("starting a throwaway PostgreSQL cluster")
-		pg, err = startPostgres(ctx, *pgBin)
+		pg, err = startPostgres(ctx, *pgBin, pgMaxConns(extras, ec.tenants))
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}

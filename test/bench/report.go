@@ -142,6 +142,14 @@ func fmtMB(b int64) string {
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 }
 
+// fmtMB1 is fmtMB with a decimal, for sizes of a few megabytes.
+func fmtMB1(b int64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+}
+
 // ratio is how many times better a is than b: a/b for rates, b/a for
 // latencies and sizes.
 func ratio(a, b float64, higherBetter bool) string {

@@ -304,7 +304,9 @@ func (p *pgCluster) run(ctx context.Context, name string, args ...string) error 
 	return nil
 }
 
-func startPostgres(ctx context.Context, bin string) (*pgCluster, error) {
+// startPostgres starts a throwaway cluster taking up to maxConns
+// connections.
+func startPostgres(ctx context.Context, bin string, maxConns int) (*pgCluster, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
 		return nil, err
@@ -327,9 +329,8 @@ func startPostgres(ctx context.Context, bin string) (*pgCluster, error) {
 	if err := p.run(ctx, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"); err != nil {
 		return nil, err
 	}
-	// Durable commits (fsync, synchronous_commit on: the defaults); enough
-	// connections for kine's unbounded pool at 64 clients.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB", port, dir)
+	// Durable commits (fsync, synchronous_commit on: the defaults).
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=%d -c shared_buffers=256MB", port, dir, maxConns)
 	if err := p.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "pg.log"), "-o", opts, "-w", "start"); err != nil {
 		return nil, err
 	}
@@ -357,6 +358,15 @@ func (p *pgCluster) pid() int {
 	first, _, _ := strings.Cut(string(b), "\n")
 	n, _ := strconv.Atoi(strings.TrimSpace(first))
 	return n
+}
+
+// connections is how many server processes serve the databases dbs.
+func (p *pgCluster) connections(ctx context.Context, dbs []string) (int, error) {
+	out, err := p.query(ctx, "postgres", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE datname IN ('%s')", strings.Join(dbs, "','")))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(out)
 }
 
 func (p *pgCluster) createDB(ctx context.Context, name string) error {
