@@ -1,6 +1,7 @@
 // Package deploy holds the Kubernetes objects an operator applies to
-// register QuantyKube's aggregated API, as text/template files that
-// `quantykube apiservice` fills in and prints (docs/AGGREGATED-API.md).
+// register QuantyKube's aggregated API, as templates whose {{.Field}}
+// placeholders `quantykube apiservice` fills in before printing them
+// (docs/AGGREGATED-API.md).
 package deploy
 
 import "embed"

@@ -25,19 +25,7 @@ func TestAPIService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := map[string]*unstructured.Unstructured{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) > 0 {
-			objs[u.GetKind()+"/"+u.GetName()] = u
-		}
-	}
+	objs := decodeObjects(t, &out)
 	for _, k := range []string{"Service/qk", "EndpointSlice/qk", "APIService/v1alpha1.quanty.quantyroot.io",
 		"ClusterRole/quanty-history-reader", "ClusterRole/quanty-history-restorer", "ClusterRole/quanty-store-access-reviewer", "ClusterRoleBinding/quanty-store-access-reviewer",
 		"ClusterRole/quanty-store-restore-dry-run", "ClusterRoleBinding/quanty-store-restore-dry-run"} {
@@ -104,6 +92,66 @@ func TestAPIService(t *testing.T) {
 		t.Error("the CA changed on the second run")
 	}
 	verifyServing(t, dir, "quantykube.kube-system.svc")
+}
+
+// decodeObjects are the YAML documents in r, by kind/name.
+func decodeObjects(t *testing.T, r io.Reader) map[string]*unstructured.Unstructured {
+	t.Helper()
+	objs := map[string]*unstructured.Unstructured{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			return objs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objs[u.GetKind()+"/"+u.GetName()] = u
+		}
+	}
+}
+
+// With --store-service-account both bindings name the service account in
+// --namespace; a name YAML would read otherwise is kept as it is.
+func TestAPIServiceServiceAccount(t *testing.T) {
+	for _, sa := range []string{"quantykube", "odd, {name}: #1"} {
+		var out, errs bytes.Buffer
+		err := APIServiceCommand{}.Run(t.Context(), []string{"--address", "10.213.0.2", "--namespace", "storage", "--dir", t.TempDir(), "--store-service-account", sa}, &out, &errs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := decodeObjects(t, &out)
+		for _, b := range []string{"ClusterRoleBinding/quanty-store-access-reviewer", "ClusterRoleBinding/quanty-store-restore-dry-run"} {
+			if objs[b] == nil {
+				t.Fatalf("no %s", b)
+			}
+			subjects := objs[b].Object["subjects"].([]any)
+			want := map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": "storage"}
+			if len(subjects) != 1 || fmt.Sprint(subjects[0]) != fmt.Sprint(want) {
+				t.Errorf("%s subjects %v, want [%v]", b, subjects, want)
+			}
+		}
+	}
+}
+
+// The templates' placeholders are filled from the values only; a
+// placeholder without a value, or an unclosed one, is an error, and a
+// value is never read as a placeholder.
+func TestFillTemplate(t *testing.T) {
+	vals := map[string]string{".A": "{{.B}}", ".B": "b"}
+	if got, err := fillTemplate("t", "x {{.A}} {{.B}}{{.B}} y", vals); err != nil || got != "x {{.B}} bb y" {
+		t.Errorf("got %q, %v", got, err)
+	}
+	for text, want := range map[string]string{
+		"{{.C}}":        "unknown placeholder {{.C}}",
+		"{{- if .A}}":   "unknown placeholder {{- if .A}}",
+		"a {{.A}} {{.B": "a {{ without }}",
+	} {
+		if _, err := fillTemplate("t", text, vals); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
 }
 
 func verifyServing(t *testing.T, dir, name string) {
