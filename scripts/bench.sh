@@ -50,10 +50,13 @@ if [ -n "${QK_REF:-}" ]; then
 	SRC=$(src "$QK_REF")
 	echo "bench: QuantyKube from commit $QK_REF" >&2
 fi
-(cd "$SRC" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && cd test/bench && "$GO" build -o "$BIN/bench" .)
+# quantykube as make build and make dist build it (static, grpcnotrace:
+# the Makefile's build says why); both commits alike.
+qkbuild() { CGO_ENABLED=0 "$GO" build -tags grpcnotrace "$@" ./cmd/quantykube; }
+(cd "$SRC" && qkbuild -o "$BIN/quantykube" && cd test/bench && "$GO" build -o "$BIN/bench" .)
 base=()
 if [ -n "${QK_BASE:-}" ]; then
-	(cd "$(src "$QK_BASE")" && "$GO" build -o "$BIN/quantykube-base" ./cmd/quantykube)
+	(cd "$(src "$QK_BASE")" && qkbuild -o "$BIN/quantykube-base")
 	base=(-quantykube-base "$BIN/quantykube-base")
 	echo "bench: quantykube@base from commit $QK_BASE" >&2
 fi

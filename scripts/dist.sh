@@ -52,8 +52,11 @@ archive() {
 	shift 2
 	tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$@" | gzip -n >"$tgz"
 }
-# build ARGS: go build for $os/$arch, as released.
-build() { GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=$VERSION" "$@"; }
+# build ARGS: go build for $os/$arch, as released: static, and grpc
+# without golang.org/x/net/trace (grpcnotrace: the Makefile's build says
+# why). -s -w make the archives smaller, not the process: the symbol table
+# and DWARF are not loaded.
+build() { GOOS=$os GOARCH=$arch CGO_ENABLED=0 $GO build -tags grpcnotrace -trimpath -ldflags "-s -w -X main.version=$VERSION" "$@"; }
 # The template without its opening comment, which is about the template.
 manifest=$(sed '1,/^apiVersion:/{/^#/d}' plugins/quanty.yaml)
 for p in $PLATFORMS; do
