@@ -14,6 +14,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/generic"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
@@ -47,11 +48,14 @@ func (p *params) keys(col string, k mvcc.KeyShape) string {
 
 // list is n placeholders from p, separated by commas.
 func (p *params) list(n int) string {
-	out := p.next()
+	var b strings.Builder
+	b.Grow(n * 7)
+	b.WriteString(p.next())
 	for range n - 1 {
-		out += ", " + p.next()
+		b.WriteString(", ")
+		b.WriteString(p.next())
 	}
-	return out
+	return b.String()
 }
 
 // A live key's value is in its latest change's log row, (key, mod_rev),
