@@ -45,6 +45,7 @@ type serveFlags struct {
 	cfg          endpoint.Config
 	retainPrefix []string
 	retainBytes  string
+	valueBytes   string
 	liveIndex    bool
 	cacheBytes   int64
 	pprofAddr    string
@@ -85,7 +86,8 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long instead of --retain, and at most SIZE of it (default: a budget of --retain-bytes of its own); repeatable; replaces the defaults")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window (a byte budget is checked every second)")
 	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (docs/adr/008); on PostgreSQL and MySQL each server keeps one, and a read first asks the database its revision, one query shared by concurrent reads (docs/adr/016)")
-	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index (0: the default, 256 MiB); when the live keys outgrow it, reads go to the database. --cache-bytes N is its deprecated old name (0 turns the index off)")
+	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index: every live key's row and the values --live-index-value-bytes allows (0: the default, 256 MiB); when the rows outgrow it, reads go to the database. --cache-bytes N is its deprecated old name (0 turns the index off)")
+	fs.StringVar(&f.valueBytes, "live-index-value-bytes", "8Mi", "of --live-index-bytes, at most this much for values: the live index holds every live key's row (about 130 bytes and the key's length each) and the values that fit, the most recently read first; the others are read from the database when asked for (docs/adr/041)")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "the live index's budget; 0 turns it off")
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (write batches and their failures, revision, floors, pruned rows, history's size and window and its bytes by type, watchers, leases, the live index's bytes) and the health endpoints /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
@@ -146,6 +148,12 @@ func (f *serveFlags) parse(args []string) error {
 	}
 	cfg.DisableLiveIndex = !f.liveIndex
 	var err error
+	if cfg.LiveIndexValueBytes, err = mvcc.ParseSize(f.valueBytes); err != nil {
+		return fmt.Errorf("--live-index-value-bytes: %w", err)
+	}
+	if cfg.LiveIndexValueBytes == 0 {
+		return errors.New("--live-index-value-bytes 0: want a size (the live index holds no value for less than a byte; --live-index=false turns it off)")
+	}
 	if cfg.RetainBytes, err = mvcc.ParseSize(f.retainBytes); err != nil {
 		return fmt.Errorf("--retain-bytes: %w", err)
 	}
@@ -193,6 +201,7 @@ func (ServeCommand) Run(ctx context.Context, args []string, _, stderr io.Writer)
 	}
 	b := currentBuild()
 	cfg.Logger.Info("starting quantykube", "version", b.Version, "commit", b.Commit, "modified", b.Modified)
+	setMemoryLimit(cfg.Logger)
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
 		return err

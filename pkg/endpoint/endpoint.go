@@ -118,8 +118,11 @@ type Config struct {
 	// LiveIndexBytes budgets the in-memory index of the live keys that
 	// answers reads at the latest revision (0: the default, 256 MiB; on
 	// PostgreSQL each replica keeps one); DisableLiveIndex turns it off.
-	LiveIndexBytes   int64
-	DisableLiveIndex bool
+	// LiveIndexValueBytes bounds the values it holds (0: the default,
+	// 8 MiB): the others are read from the database (ADR-041).
+	LiveIndexBytes      int64
+	LiveIndexValueBytes int64
+	DisableLiveIndex    bool
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
 	// sessions, MariaDB's max_statement_time, MySQL's max_execution_time
 	// (0: the server's setting).
@@ -173,14 +176,15 @@ func OpenStore(ctx context.Context, cfg Config) (*mvcc.Store, error) {
 		return nil, err
 	}
 	return mvcc.Open(ctx, d, mvcc.Options{
-		Logger:           cfg.Logger,
-		Retain:           cfg.Retain,
-		RetainPrefixes:   cfg.RetainPrefixes,
-		RetainBytes:      cfg.RetainBytes,
-		PruneInterval:    cfg.PruneInterval,
-		LiveIndexBytes:   cfg.LiveIndexBytes,
-		DisableLiveIndex: cfg.DisableLiveIndex,
-		Now:              cfg.Now,
+		Logger:              cfg.Logger,
+		Retain:              cfg.Retain,
+		RetainPrefixes:      cfg.RetainPrefixes,
+		RetainBytes:         cfg.RetainBytes,
+		PruneInterval:       cfg.PruneInterval,
+		LiveIndexBytes:      cfg.LiveIndexBytes,
+		LiveIndexValueBytes: cfg.LiveIndexValueBytes,
+		DisableLiveIndex:    cfg.DisableLiveIndex,
+		Now:                 cfg.Now,
 	})
 }
 

@@ -89,14 +89,41 @@ var (
 	// LiveIndexBytes is what the live index holds (0: none).
 	LiveIndexBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quantykube_live_index_bytes",
-		Help: "Approximate bytes held by the in-memory index of the live keys; 0 when reads at the latest revision go to the database.",
+		Help: "Approximate bytes held by the in-memory index of the live keys, its rows and the values it holds; 0 when reads at the latest revision go to the database.",
+	})
+	// LiveIndexKeys is the live keys the index holds (every one, while it
+	// serves).
+	LiveIndexKeys = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_live_index_keys",
+		Help: "Live keys in the in-memory index; 0 when reads at the latest revision go to the database. Its rows cost (quantykube_live_index_bytes - quantykube_live_index_value_bytes) / quantykube_live_index_keys each.",
+	})
+	// LiveIndexValueBytes is the part of LiveIndexBytes that is values.
+	LiveIndexValueBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_live_index_value_bytes",
+		Help: "Bytes of values the live index holds, at most --live-index-value-bytes; the other live keys' values are read from the database when asked for.",
+	})
+	// LiveValueBytes is the live keys' values, held by the index or not.
+	LiveValueBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_live_value_bytes",
+		Help: "Bytes of the live keys' values (the live index's count, held or not); 0 when no live index serves.",
+	})
+	// LiveIndexValueBudget is --live-index-value-bytes.
+	LiveIndexValueBudget = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_live_index_value_budget_bytes",
+		Help: "The most bytes of values the live index holds (--live-index-value-bytes).",
+	})
+	// LiveIndexColdReads counts values read from the database because the
+	// live index did not hold them.
+	LiveIndexColdReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quantykube_live_index_cold_reads_total",
+		Help: "Values the live index did not hold and read from the database for an answer or a write's prev_kv.",
 	})
 )
 
 // own are QuantyKube's collectors, without the Go runtime's and the
 // process's.
 var own = []prometheus.Collector{
-	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, HistoryTypes, Watchers, WatchLogReads, LiveIndexBytes,
+	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, HistoryTypes, Watchers, WatchLogReads, LiveIndexBytes, LiveIndexKeys, LiveIndexValueBytes, LiveValueBytes, LiveIndexValueBudget, LiveIndexColdReads,
 	RevisionRegressions, RevisionsLost,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -286,7 +287,13 @@ func (t *sqliteTx) get(key []byte) (*mvccpb.KeyValue, error) {
 			return nil, nil
 		}
 		// The committed state, as the transaction would read it.
-		kv := t.index.get(key)
+		kv, err := rowOf(t.ctx, t.tx, &t.b.s.sql.Current, t.index.get(key))
+		if err != nil {
+			if errors.Is(err, errOutOfStep) {
+				t.outOfStep(err)
+			}
+			return nil, err
+		}
 		t.rows[string(key)] = kv
 		return kv, nil
 	}

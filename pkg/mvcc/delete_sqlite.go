@@ -2,10 +2,13 @@ package mvcc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 // A range delete in a batch on SQLite with a live index (sqliteTx).
@@ -26,7 +29,10 @@ func (t *sqliteTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 	if t.index == nil {
 		return nil, false, nil
 	}
-	prevs := t.rangeRows(kr)
+	prevs, err := t.rangeRows(kr)
+	if err != nil {
+		return nil, false, err
+	}
 	for _, kv := range prevs {
 		t.bulk += int64(len(kv.Key) + len(kv.Value))
 	}
@@ -50,10 +56,8 @@ func (t *sqliteTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 			// next one (the requests retried alone) reloads it from the
 			// table first.
 			if n, err := res.RowsAffected(); err != nil || n != int64(len(step)) {
-				err = fmt.Errorf("delete range: %d rows in [%q, %q] where the live index has %d (%v)", n, first, last, len(step), err)
-				t.b.s.log.Error("live index out of step with the database: reloading it", "err", err)
-				t.b.uncertain = true
-				t.b.s.staleIndex()
+				err = fmt.Errorf("%w: delete range: %d rows in [%q, %q] where the live index has %d (%v)", errOutOfStep, n, first, last, len(step), err)
+				t.outOfStep(err)
 				return nil, false, err
 			}
 		}
@@ -76,20 +80,35 @@ func (t *sqliteTx) deleteRange(kr KeyRange, rev, sub, unixMs int64) ([]*mvccpb.K
 }
 
 // rangeRows is the live keys in kr as this transaction sees them: the
-// index's, with this batch's writes over them, in key order.
-func (t *sqliteTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
-	var out []*mvccpb.KeyValue
-	t.index.ascend(kr, func(kv *mvccpb.KeyValue) bool {
-		if staged, ok := t.rows[string(kv.Key)]; ok {
+// index's, with this batch's writes over them, in key order. The values of
+// cold entries are read in the transaction.
+func (t *sqliteTx) rangeRows(kr KeyRange) ([]*mvccpb.KeyValue, error) {
+	var out, cold []*mvccpb.KeyValue
+	t.index.ascend(kr, func(e *entry) bool {
+		var kv *mvccpb.KeyValue
+		if staged, ok := t.rows[string(e.key)]; ok {
 			kv = staged
-		} else if t.goneByRange(kv.Key) {
-			kv = nil
+		} else if !t.goneByRange(e.key) {
+			kv = e.row()
+			if e.cold {
+				cold = append(cold, kv)
+			}
 		}
 		if kv != nil {
 			out = append(out, kv)
 		}
 		return true
 	})
+	if len(cold) > 0 {
+		metrics.LiveIndexColdReads.Add(float64(len(cold)))
+		if err := readCold(t.ctx, t.tx, &t.b.s.sql.Current, cold); err != nil {
+			if errors.Is(err, errColdMoved) {
+				err = fmt.Errorf("%w: delete range [%q, %q]", errOutOfStep, kr.Key, kr.End)
+				t.outOfStep(err)
+			}
+			return nil, err
+		}
+	}
 	// Keys the batch created: the index does not hold them yet.
 	n := len(out)
 	for _, kv := range t.rows {
@@ -100,7 +119,16 @@ func (t *sqliteTx) rangeRows(kr KeyRange) []*mvccpb.KeyValue {
 	if len(out) > n {
 		slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
 	}
-	return out
+	return out, nil
+}
+
+// outOfStep fails the batch when the live index was found out of step with
+// the database: the next batch (the requests retried alone) reloads it
+// from the table first.
+func (t *sqliteTx) outOfStep(err error) {
+	t.b.s.log.Error("reloading the live index", "err", err)
+	t.b.uncertain = true
+	t.b.s.staleIndex()
 }
 
 // goneMin is the fewest keys a range delete records as a range rather

@@ -23,6 +23,29 @@ func (s *Store) IndexRev() int64 {
 	return 0
 }
 
+// IndexCold reports whether the live index holds key without its value
+// (false also when it does not hold key, or no index serves).
+func (s *Store) IndexCold(key string) bool {
+	if c := s.index.Load(); c != nil {
+		if snap := c.pub.Load(); snap != nil {
+			e, ok := snap.tree.Get(probe([]byte(key)))
+			return ok && e.cold
+		}
+	}
+	return false
+}
+
+// IndexValueBytes is the bytes of values the live index holds.
+func (s *Store) IndexValueBytes() int64 {
+	var n int64
+	if c := s.index.Load(); c != nil {
+		if snap := c.pub.Load(); snap != nil {
+			snap.tree.Ascend(func(e *entry) bool { n += e.valueCost(); return true })
+		}
+	}
+	return n
+}
+
 func (s *Store) IndexServing() bool {
 	c := s.index.Load()
 	return c != nil && c.pub.Load() != nil

@@ -65,14 +65,14 @@ func (s *Store) followIndex(have, to int64, evs []*Event, fromLog bool) {
 		evs = kept
 	}
 	if !c.apply(to, evs) {
-		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.bytes, c.limit))
+		s.dropIndex(fmt.Sprintf("the live keys (%d bytes) outgrew the live index budget (%d bytes)", c.rowBytes, c.limit))
 	}
 	s.replica.indexMoved.notify()
 }
 
 // loadReplicaIndex reads the live index from one snapshot of the database,
 // at the revision meta has in it. The tailer then skips what it holds.
-func (s *Store) loadReplicaIndex(ctx context.Context, limit int64) (*liveIndex, error) {
+func (s *Store) loadReplicaIndex(ctx context.Context, b indexBudget) (*liveIndex, error) {
 	tx, done, err := s.readTx(ctx)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (s *Store) loadReplicaIndex(ctx context.Context, limit int64) (*liveIndex, 
 	if err := tx.QueryRowContext(ctx, s.sql.Meta.RevCompact).Scan(&rev, new(int64)); err != nil {
 		return nil, err
 	}
-	return loadIndex(ctx, tx, s.sql.Current.All, rev, limit)
+	return loadIndex(ctx, tx, s.sql.Current.All, rev, b)
 }
 
 // indexBehind reports whether a serving live index is at a revision below
@@ -111,7 +111,7 @@ func (s *Store) reloadReplicaIndex(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	fresh, err := s.loadReplicaIndex(ctx, c.limit)
+	fresh, err := s.loadReplicaIndex(ctx, indexBudget{limit: c.limit, values: c.valueLimit})
 	switch {
 	case err != nil:
 		s.dropIndex(fmt.Sprintf("reading it again failed: %v", err))

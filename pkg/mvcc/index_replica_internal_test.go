@@ -25,7 +25,7 @@ func TestReplicaIndexCopiesWhatTheLogShares(t *testing.T) {
 	}
 	for _, fromLog := range []bool{true, false} {
 		s := &Store{log: slog.New(slog.DiscardHandler), replica: &replicaState{}}
-		c := &liveIndex{limit: 1 << 20, tree: btree.NewG(32, kvLess)}
+		c := &liveIndex{limit: 1 << 20, valueLimit: 1 << 20, tree: btree.NewG(32, entryLess)}
 		c.publish(1)
 		s.index.Store(c)
 		s.followIndex(1, 2, evs(), fromLog)
@@ -33,7 +33,8 @@ func TestReplicaIndexCopiesWhatTheLogShares(t *testing.T) {
 		if snap.rev != 2 || snap.tree.Len() != 2 {
 			t.Fatalf("fromLog %v: the index is at revision %d with %d keys, want 2 and 2", fromLog, snap.rev, snap.tree.Len())
 		}
-		kv, _ := snap.tree.Get(&mvccpb.KeyValue{Key: []byte("/k/b")})
+		e, _ := snap.tree.Get(probe([]byte("/k/b")))
+		kv := e.row()
 		if !bytes.Equal(kv.Value, []byte("value-b")) || kv.ModRevision != 2 || kv.Version != 1 {
 			t.Fatalf("fromLog %v: /k/b is %v", fromLog, kv)
 		}

@@ -23,7 +23,8 @@ func TestReplicaLiveIndexAnswersAsSQL(t *testing.T) {
 				db := be.newDB(t)
 				o := &indexOps{
 					t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
-					replicas: []*mvcc.Store{db.open(t, mvcc.Options{}), db.open(t, mvcc.Options{})},
+					// The second holds a few values: most come from the database.
+					replicas: []*mvcc.Store{db.open(t, mvcc.Options{}), db.open(t, mvcc.Options{LiveIndexValueBytes: 24})},
 					b:        db.open(t, mvcc.Options{DisableLiveIndex: true}),
 				}
 				for _, s := range o.replicas {

@@ -200,12 +200,19 @@ func (o *indexOps) compareWith(a *mvcc.Store) {
 
 // Every read the live index answers is the answer SQL gives, through random
 // puts, deletes, compares, leases and revocations.
+// With a value budget of a few values, most keys are cold: their values
+// come from the database, for reads and for the writer's prev_kv.
 func TestLiveIndexAnswersAsSQL(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			// Seed 3 holds every value; the others a few.
+			opts := mvcc.Options{LiveIndexValueBytes: 24}
+			if seed == 3 {
+				opts = mvcc.Options{}
+			}
 			o := &indexOps{
 				t: t, rnd: rand.New(rand.NewPCG(seed, seed)), keySpace: 40,
-				a: openStore(t, mvcc.Options{}),
+				a: openStore(t, opts),
 				b: openStore(t, mvcc.Options{DisableLiveIndex: true}),
 			}
 			if !o.a.IndexEnabled() || o.b.IndexEnabled() {
@@ -222,8 +229,10 @@ func TestLiveIndexAnswersAsSQL(t *testing.T) {
 	}
 }
 
-// A store reopened on its file loads the live index from the table, and a store
-// whose live keys outgrow the budget drops it and keeps answering from SQL.
+// A store reopened on its file loads the live index from the table; past
+// the value budget it holds the rows without their values, and a store
+// whose live keys' rows outgrow the budget drops it and keeps answering
+// from SQL.
 func TestLiveIndexReloadAndBudget(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
@@ -238,42 +247,111 @@ func TestLiveIndexReloadAndBudget(t *testing.T) {
 		}
 		return s
 	}
-	s := open(mvcc.Options{LiveIndexBytes: 64 << 10})
-	value := make([]byte, 1000)
+	// A row costs about 133 bytes here: 30 fit in 8 KiB, 80 do not.
+	small := mvcc.Options{LiveIndexBytes: 8 << 10}
+	s := open(small)
+	value := func(i int) []byte { return []byte(fmt.Sprintf("%03d%s", i, strings.Repeat("v", 997))) }
 	for i := range 30 {
-		put(t, s, fmt.Sprintf("/r/%02d", i), value)
+		put(t, s, fmt.Sprintf("/r/%02d", i), value(i))
 	}
-	if !s.IndexEnabled() {
-		t.Fatal("live index off with 30 KB of a 64 KB budget")
+	if !s.IndexServing() {
+		t.Fatal("live index off with 30 keys' rows in an 8 KiB budget")
 	}
+	if held := s.IndexValueBytes(); held > 8<<10-30*133 {
+		t.Fatalf("the live index holds %d bytes of values, more than its budget leaves", held)
+	}
+	checkAll := func(s *mvcc.Store, n int) {
+		t.Helper()
+		res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0")})
+		if err != nil || res.Count != int64(n) || len(res.Kvs) != n {
+			t.Fatalf("read /r/: %v, count %d of %d", err, res.Count, n)
+		}
+		for i, kv := range res.Kvs {
+			if string(kv.Value) != string(value(i)) {
+				t.Fatalf("read /r/: %s has %.10q..., want %.10q...", kv.Key, kv.Value, value(i))
+			}
+		}
+	}
+	checkAll(s, 30)
 	for i := 30; i < 80; i++ {
-		put(t, s, fmt.Sprintf("/r/%02d", i), value)
+		put(t, s, fmt.Sprintf("/r/%02d", i), value(i))
 	}
 	if s.IndexEnabled() {
-		t.Fatal("live index still on with 80 KB of live keys and a 64 KB budget")
+		t.Fatal("live index still on with 80 keys' rows and an 8 KiB budget")
 	}
-	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0")})
-	if err != nil || res.Count != 80 || len(res.Kvs) != 80 {
-		t.Fatalf("after the live index dropped: %v, count %d", err, res.Count)
-	}
+	checkAll(s, 80)
 	s.Close()
 
-	s = open(mvcc.Options{LiveIndexBytes: 64 << 10})
+	s = open(small)
 	if s.IndexEnabled() {
-		t.Fatal("reopened with 80 KB of live keys and a 64 KB budget, the live index is on")
+		t.Fatal("reopened with 80 keys' rows and an 8 KiB budget, the live index is on")
 	}
 	s.Close()
-	s = open(mvcc.Options{})
+	s = open(mvcc.Options{LiveIndexValueBytes: 10 << 10})
 	defer s.Close()
 	if !s.IndexEnabled() {
 		t.Fatal("reopened with the default budget, the live index is off")
 	}
-	res, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0"), Limit: 10})
+	if held := s.IndexValueBytes(); held == 0 || held > 10<<10 || !s.IndexCold("/r/79") {
+		t.Fatalf("reloaded with a 10 KiB value budget: %d bytes of values held, /r/79 cold %v", held, s.IndexCold("/r/79"))
+	}
+	checkAll(s, 80)
+	res, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("/r/"), RangeEnd: []byte("/r0"), Limit: 10})
 	if err != nil || res.Count != 80 || len(res.Kvs) != 10 || !res.More || res.Rev != s.Rev() {
 		t.Fatalf("reloaded live index: %v, count %d, %d kvs, more %v, rev %d of %d", err, res.Count, len(res.Kvs), res.More, res.Rev, s.Rev())
 	}
 	if string(res.Kvs[9].Key) != "/r/09" || res.Kvs[9].Version != 1 {
 		t.Fatalf("reloaded live index: 10th key %q version %d", res.Kvs[9].Key, res.Kvs[9].Version)
+	}
+}
+
+// Past the value budget the values read most recently stay: keys read
+// between writes keep theirs while new values that nobody reads come and
+// go, and a value written over a cold key is held again.
+func TestLiveIndexKeepsReadValues(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, mvcc.Options{LiveIndexValueBytes: 10_000})
+	v := []byte(strings.Repeat("x", 1000))
+	for i := range 9 {
+		put(t, s, fmt.Sprintf("/h/%02d", i), v)
+	}
+	read := func() {
+		t.Helper()
+		for i := range 3 {
+			res, err := s.Range(ctx, &pb.RangeRequest{Key: fmt.Appendf(nil, "/h/%02d", i)})
+			if err != nil || len(res.Kvs) != 1 || string(res.Kvs[0].Value) != string(v) {
+				t.Fatalf("read /h/%02d: %v %v", i, err, res)
+			}
+		}
+	}
+	read()
+	for i := range 40 {
+		put(t, s, fmt.Sprintf("/n/%02d", i), v)
+		read()
+		if held := s.IndexValueBytes(); held > 10_000 {
+			t.Fatalf("after %d more values the live index holds %d bytes of values, past its 10,000", i+1, held)
+		}
+	}
+	for i := range 3 {
+		if s.IndexCold(fmt.Sprintf("/h/%02d", i)) {
+			t.Errorf("/h/%02d, read after every write, lost its value", i)
+		}
+	}
+	cold := 0
+	for i := range 40 {
+		if s.IndexCold(fmt.Sprintf("/n/%02d", i)) {
+			cold++
+		}
+	}
+	if cold < 30 {
+		t.Errorf("%d of 40 values nobody read were let go, want at least 30", cold)
+	}
+	if !s.IndexCold("/n/00") {
+		t.Fatal("/n/00 is not cold")
+	}
+	put(t, s, "/n/00", []byte("again"))
+	if s.IndexCold("/n/00") {
+		t.Error("/n/00 written again is still cold")
 	}
 }
 

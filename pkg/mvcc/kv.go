@@ -33,6 +33,7 @@
 //	range_sql.go             which statement a Range runs when the live index cannot answer
 //	index.go                 the live index of the live keys (ADR-008)
 //	index_replica.go         the live index where replicas share the database (ADR-016)
+//	index_values.go          which values the live index holds, and reading the others (ADR-041)
 //	hub.go                   watch events: the ring and its followers
 //	event.go                 one change as watchers see it
 //	logread.go               changes read back from the log (watch catch-up, tail)

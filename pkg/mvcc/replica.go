@@ -57,7 +57,7 @@ func (s *Store) openReplica(ctx context.Context, sh ReplicaDialect, w *writer) e
 // openReplicaIndex loads the live index and sets up the read fence its
 // reads wait on.
 func (s *Store) openReplicaIndex(ctx context.Context) error {
-	c, err := s.loadReplicaIndex(ctx, s.opts.LiveIndexBytes)
+	c, err := s.loadReplicaIndex(ctx, s.indexBudget())
 	if err != nil {
 		return fmt.Errorf("load the live index: %w", err)
 	}
@@ -70,8 +70,8 @@ func (s *Store) openReplicaIndex(ctx context.Context) error {
 		return rev, err
 	}}
 	s.index.Store(c)
-	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes, "revision", c.pub.Load().rev)
-	s.warnBudget(c.bytes)
+	c.logLoaded(s.log, s.opts.LiveIndexBytes)
+	s.warnBudget(c.bytes())
 	return nil
 }
 

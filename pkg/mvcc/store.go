@@ -47,14 +47,22 @@ type Options struct {
 	PruneBatch    int
 	// LiveIndexBytes budgets the live index, the in-memory index of the
 	// live keys that serves latest-revision reads (index.go, and
-	// index_replica.go on a ReplicaDialect): 0 takes DefaultLiveIndexBytes.
-	// DisableLiveIndex turns it off.
-	LiveIndexBytes   int64
-	DisableLiveIndex bool
+	// index_replica.go on a ReplicaDialect): its rows and the values it
+	// holds; past it the index is dropped. 0 takes DefaultLiveIndexBytes.
+	// LiveIndexValueBytes bounds the values it holds (ADR-041): the others
+	// are read from the database when asked for. 0 takes
+	// DefaultLiveIndexValueBytes. DisableLiveIndex turns it off.
+	LiveIndexBytes      int64
+	LiveIndexValueBytes int64
+	DisableLiveIndex    bool
 }
 
 // DefaultLiveIndexBytes is the live index's default budget.
 const DefaultLiveIndexBytes = 256 << 20
+
+// DefaultLiveIndexValueBytes is the default budget of the values the live
+// index holds (ADR-041).
+const DefaultLiveIndexValueBytes = 8 << 20
 
 // Store is the revision log and the etcd semantics on top of it.
 type Store struct {
@@ -146,6 +154,9 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if opts.LiveIndexBytes <= 0 {
 		opts.LiveIndexBytes = DefaultLiveIndexBytes
 	}
+	if opts.LiveIndexValueBytes <= 0 {
+		opts.LiveIndexValueBytes = DefaultLiveIndexValueBytes
+	}
 	sh, _ := d.(ReplicaDialect)
 	stmts := d.Statements()
 	if err := stmts.check(sh != nil); err != nil {
@@ -227,7 +238,7 @@ func (s *Store) openSQLite(ctx context.Context, st persisted, w *writer) error {
 
 // openIndex loads the live index, unless the live keys exceed its budget.
 func (s *Store) openIndex(ctx context.Context, rev int64) error {
-	c, err := loadIndex(ctx, s.wdb, s.sql.Current.All, rev, s.opts.LiveIndexBytes)
+	c, err := loadIndex(ctx, s.wdb, s.sql.Current.All, rev, s.indexBudget())
 	if err != nil {
 		return fmt.Errorf("load the live index: %w", err)
 	}
@@ -236,8 +247,8 @@ func (s *Store) openIndex(ctx context.Context, rev int64) error {
 		return nil
 	}
 	s.index.Store(c)
-	s.log.Info("live index loaded", "keys", c.tree.Len(), "bytes", c.bytes, "budget", s.opts.LiveIndexBytes)
-	s.warnBudget(c.bytes)
+	c.logLoaded(s.log, s.opts.LiveIndexBytes)
+	s.warnBudget(c.bytes())
 	return nil
 }
 
