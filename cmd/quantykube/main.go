@@ -41,6 +41,7 @@ var commands = []struct {
 	{"import", "--from SOURCE", "fill an empty store from kine or etcd, keeping revisions", ImportCommand{}},
 	{"backup", "FILE", "copy a live SQLite store, history included", BackupCommand{}},
 	{"restore", "FILE", "put a backup back", RestoreCommand{}},
+	{"status", "", "print what a running server holds in memory", StatusCommand{}},
 	{"apiservice", "", "print what registers the aggregated API with kube-apiserver", APIServiceCommand{}},
 	{"version", "", "print the version and commit", VersionCommand{}},
 }
