@@ -25,7 +25,7 @@ ENDPOINT    ?= sqlite://./db/state.db
 # resident), and with grpc's grpcnotrace tag: grpc then leaves out
 # golang.org/x/net/trace, whose html/template keeps every exported method
 # of every type in the binary (7 MB of 48, 2.5 MB resident at start:
-# docs/adr/010-aggregated-api.md). go build without them builds a
+# docs/adr/041). go build without them builds a
 # binary that works the same, only larger.
 BUILD_ENV   = CGO_ENABLED=0
 BUILD_FLAGS = -tags grpcnotrace
