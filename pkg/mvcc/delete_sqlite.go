@@ -101,7 +101,8 @@ func (t *sqliteTx) rangeRows(kr KeyRange) ([]*mvccpb.KeyValue, error) {
 	})
 	if len(cold) > 0 {
 		metrics.LiveIndexColdReads.Add(float64(len(cold)))
-		if err := readCold(t.ctx, t.tx, &t.b.s.sql.Current, cold); err != nil {
+		sl := t.b.s.newSlab()
+		if err := readCold(t.ctx, t.tx, &t.b.s.sql.Current, &sl, cold); err != nil {
 			if errors.Is(err, errColdMoved) {
 				err = fmt.Errorf("%w: delete range [%q, %q]", errOutOfStep, kr.Key, kr.End)
 				t.outOfStep(err)
