@@ -28,7 +28,8 @@ import (
 
 // pgMaxConns is the throwaway cluster's max_connections: enough for
 // kine's unbounded pool at 64 clients, and with the tenants workload for
-// its stores (kine held 18 connections each after its load, QuantyKube 4).
+// its stores (kine held 18 connections each 30 s after its load, 3 after
+// 3 minutes; QuantyKube 4).
 func pgMaxConns(workloads []string, tc tenantsConfig) int {
 	if slices.Contains(workloads, "tenants") {
 		return max(300, 50*tc.stores+100)
