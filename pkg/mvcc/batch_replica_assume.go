@@ -135,9 +135,11 @@ type replicaRows struct {
 	bytes    int
 }
 
-// replicaRowsBytes bounds what replicaRows holds (keys and values; the values are
-// shared with the events and answers that hold them anyway).
-const replicaRowsBytes = 32 << 20
+// replicaRowsBytes bounds what replicaRows holds (keys and values). The
+// values are shared with the events that carried them, but nothing else
+// keeps them once the live index lets them go (ADR-041): as much as the
+// index's default value budget.
+const replicaRowsBytes = 8 << 20
 
 func (m *replicaRows) get(k string) (*mvccpb.KeyValue, bool) {
 	if kv, ok := m.cur[k]; ok {
