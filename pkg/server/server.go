@@ -118,6 +118,14 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		// starts reading it (ADR-017).
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
+		// Each connection reads through a buffer of its own, and
+		// kube-apiserver 1.37 opens one connection per resource (84 at
+		// start): gRPC's 32 KiB default held 2.7 MB of them, 3-4 MB of
+		// RSS with the collector's headroom, for connections that are
+		// mostly idle. 8 KiB still reads a burst of small requests in one
+		// call; a frame larger than the buffer is read past it, into the
+		// message (docs/benchmarks/memory-per-control-plane.md).
+		grpc.ReadBufferSize(8 << 10),
 	}
 }
 
