@@ -171,3 +171,10 @@ func (h *heldPublisher) published(c *batchCommit) {
 	}
 	h.next.published(c)
 }
+
+// RingBytes is the bytes of events the Hub's ring holds.
+func (s *Store) RingBytes() int {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.hub.bytes
+}

@@ -27,6 +27,9 @@ type hub struct {
 	bytes     int
 	maxBytes  int
 	keepBytes int   // at most maxBytes
+	// keepFor, when set, is the keep for now, at most keepBytes (the
+	// store's ringKeep); keepBytes when nil.
+	keepFor   func() int
 	base      int64 // every event with a revision > base is in events
 	rev       int64 // newest published revision
 	wake      chan struct{}
@@ -133,7 +136,7 @@ func (h *hub) publish(rev int64, evs []*Event) (dropped int) {
 }
 
 // trim drops whole revisions from the front while the ring holds more
-// than maxBytes, or while it holds more than keepBytes and every follower
+// than maxBytes, or while it holds more than the keep and every follower
 // has read the revision, unless it is the newest: a watch that starts
 // now, from the revision a list just read, finds it in memory. A held
 // revision and those after it stay until now reaches the hold's end. It
@@ -143,14 +146,17 @@ func (h *hub) trim(now time.Time) (dropped int) {
 	if now.Before(h.holdUntil) {
 		held = h.holdBytes
 	}
-	needed := h.needed()
+	needed, keep := h.needed(), h.keepBytes
+	if h.keepFor != nil {
+		keep = min(keep, h.keepFor())
+	}
 	drop := 0
 	for drop < len(h.events) {
 		r := h.events[drop].Rev()
 		if held > 0 && r >= h.holdRev {
 			break
 		}
-		if over, spare := h.bytes-held > h.maxBytes, h.bytes-held > h.keepBytes && r < needed && r < h.rev; !over && !spare {
+		if over, spare := h.bytes-held > h.maxBytes, h.bytes-held > keep && r < needed && r < h.rev; !over && !spare {
 			break
 		}
 		for drop < len(h.events) && h.events[drop].Rev() == r {

@@ -97,6 +97,7 @@ func (e *entry) valueCost() int64 {
 type snapshot struct {
 	rev  int64
 	tree *btree.BTreeG[*entry]
+	live int64 // the bytes of every live key's value, held or not
 }
 
 // liveIndex is the writer's tree and the latest published snapshot.
@@ -153,7 +154,7 @@ func loadIndex(ctx context.Context, q querier, all string, rev int64, b indexBud
 func (c *liveIndex) bytes() int64 { return c.rowBytes + c.valueBytes }
 
 func (c *liveIndex) publish(rev int64) {
-	c.pub.Store(&snapshot{rev: rev, tree: c.tree.Clone()})
+	c.pub.Store(&snapshot{rev: rev, tree: c.tree.Clone(), live: c.liveValues})
 	metrics.LiveIndexBytes.Set(float64(c.bytes()))
 	metrics.LiveIndexKeys.Set(float64(c.tree.Len()))
 	metrics.LiveIndexValueBytes.Set(float64(c.valueBytes))

@@ -62,6 +62,25 @@ func (s *Store) droppedFromHub(bytes int) {
 	}
 }
 
+// ringKeepFloor is the least the ring keeps of events every watch stream
+// has read, however small the store: a relist's watch from its list's
+// revision, while a few writes run, still starts from memory.
+const ringKeepFloor = 1 << 20
+
+// ringKeep is what the ring keeps of events every watch stream has read
+// (hub.trim): as much as the live keys' values, at least ringKeepFloor.
+// A small store's watchers would otherwise hold up to four times its
+// data in events nobody needs; a large one's keep is RingKeepBytes, as
+// before (ADR-022). Without a live index it is RingKeepBytes.
+func (s *Store) ringKeep() int {
+	if c := s.index.Load(); c != nil {
+		if p := c.pub.Load(); p != nil {
+			return int(max(p.live, ringKeepFloor))
+		}
+	}
+	return s.opts.RingKeepBytes
+}
+
 // releaseAgain is how long after the first the second release comes.
 // Watchers still sending a big revision's events when the Hub drops them
 // (a slow client's, or many watchers'; one watcher of 200,000 events of 1

@@ -19,10 +19,12 @@ type Options struct {
 	MaxBatch int
 	// RingBytes bounds the in-memory event ring that serves watchers; older
 	// events are read back from the log table (default 16 MiB).
-	// While the ring holds more than RingKeepBytes (default 4 MiB, at
-	// most RingBytes), it drops the revisions every watch stream has
-	// read but the newest; below it they stay, for a watch that starts a
-	// little in the past.
+	// While the ring holds more than its keep, it drops the revisions
+	// every watch stream has read but the newest; below it they stay, for
+	// a watch that starts a little in the past. The keep is as much as
+	// the live keys' values, at least 1 MiB and at most RingKeepBytes
+	// (default 4 MiB, at most RingBytes): a small store keeps no more
+	// history in memory than it holds (ADR-022).
 	RingBytes     int
 	RingKeepBytes int
 	// LogReadBytes bounds the events one read back from the log holds in
@@ -197,6 +199,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
 	s.hub = newHub(st.rev, opts.RingBytes, opts.RingKeepBytes, opts.Now)
 	s.hub.onExpire = s.droppedFromHub
+	s.hub.keepFor = s.ringKeep
 
 	// Who writes besides us decides how batches are written and published
 	// (the batcher and publisher here); reads, leases and the live index
