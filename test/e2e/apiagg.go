@@ -30,13 +30,14 @@ import (
 )
 
 // AggregatedAPI is QuantyKube's `serve --api-listen` in the cluster's
-// network namespace, registered with kube-apiserver by the objects
-// `quantykube apiservice` prints (docs/AGGREGATED-API.md).
+// network namespace, registered with kube-apiserver by the objects the
+// chart's external profile renders (docs/helm.md), with the certificate
+// `quantykube apiservice` writes (docs/AGGREGATED-API.md).
 type AggregatedAPI struct {
 	Netns *Netns
 	Port  int
 	// Dir holds the serving certificate and its CA; Manifests is what
-	// `quantykube apiservice` printed.
+	// `helm template` of the chart's external profile rendered.
 	Dir       string
 	Manifests []byte
 	// reviewer is the kubeconfig QuantyKube asks kube-apiserver with.
@@ -64,12 +65,25 @@ const storeUser = "quantykube-store"
 func prepareAggregatedAPI(t *testing.T, c *Cluster, n *Netns) *AggregatedAPI {
 	t.Helper()
 	a := &AggregatedAPI{Netns: n, Port: 20000 + rand.IntN(12000), Dir: filepath.Join(c.dir, "api")}
-	out, err := c.QuantyKubeCLI(t, "apiservice", "--address", n.NSIP.String(), "--port", strconv.Itoa(a.Port),
-		"--dir", a.Dir, "--store-user", storeUser)
+	// The serving certificate for quantykube.kube-system.svc and its CA;
+	// the objects it prints are those the chart's are held against
+	// (TestChartMatchesDeployFiles).
+	if _, err := c.QuantyKubeCLI(t, "apiservice", "--address", n.NSIP.String(), "--port", strconv.Itoa(a.Port),
+		"--dir", a.Dir, "--store-user", storeUser); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(a.Dir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Manifests = out
+	// The chart's external profile, as docs/helm.md installs it for a
+	// store outside the cluster, with this store's address and CA.
+	a.Manifests = renderChart(t, "quantykube", "kube-system", "-f", chartProfiles(t)["external"],
+		"--set", "external.address="+n.NSIP.String(),
+		"--set", "external.port="+strconv.Itoa(a.Port),
+		"--set", "apiService.caBundle="+base64.StdEncoding.EncodeToString(ca),
+		"--set", "rbac.storeSubject.kind=User",
+		"--set", "rbac.storeSubject.name="+storeUser)
 	cert, key, err := c.PKI.IssueClient("quantykube-store", storeUser)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +114,7 @@ func (a *AggregatedAPI) serveArgs(c *Cluster) []string {
 // APIServiceName names the aggregated API's APIService.
 const APIServiceName = "v1alpha1.quanty.quantyroot.io"
 
-// register applies the printed objects, waits until the aggregator marks
+// register applies the chart's objects, waits until the aggregator marks
 // the APIService Available, and writes the retention check's ConfigMap.
 func (a *AggregatedAPI) register(t *testing.T, c *Cluster) {
 	t.Helper()
@@ -126,7 +140,7 @@ func (a *AggregatedAPI) register(t *testing.T, c *Cluster) {
 	a.retained.writtenAt = time.Now()
 }
 
-// apply applies the objects `quantykube apiservice` printed and waits
+// apply applies the chart's objects and waits
 // until the aggregator marks the APIService Available.
 func (a *AggregatedAPI) apply(t testing.TB, c *Cluster) {
 	t.Helper()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/quantyroot/quantykube/test/framework"
@@ -59,9 +60,13 @@ func TestKubernetes(t *testing.T) {
 // kubectl quanty's come before namespace deletion (which must complete
 // with the API registered), but the one that unregisters it, which comes
 // last.
+//
+// The chart's checks come after the cluster's own: chart-profiles (dry
+// runs) on both, chart-docs (real installs, which own the APIService
+// while they last) only where no aggregated API is registered.
 func clusterChecks(o Options) []Check {
 	if !o.AggregatedAPI {
-		return checks
+		return slices.Concat(checks, chartChecks, chartInstallChecks)
 	}
 	var out []Check
 	for _, ck := range checks {
@@ -70,5 +75,5 @@ func clusterChecks(o Options) []Check {
 		}
 		out = append(out, ck)
 	}
-	return append(out, pluginLastChecks...)
+	return slices.Concat(out, chartChecks, pluginLastChecks)
 }

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+// The chart (deploy/chart/quantykube) as helm itself renders it, without a
+// cluster: lint, refusals, and its aggregated-API objects held against
+// deploy/aggregated-api, their one source of truth. chartcluster_test.go
+// has what needs kube-apiserver.
+
+// chartShapes are the profiles the chart must have, one per shape.
+var chartShapes = []string{"sqlite", "replicas", "sidecar", "external"}
+
+// TestChartLint: each shape has its ci/*-values.yaml profile, and `helm
+// lint --strict` finds nothing to say but information with each.
+func TestChartLint(t *testing.T) {
+	profiles := chartProfiles(t)
+	if got := slices.Sorted(maps.Keys(profiles)); !reflect.DeepEqual(got, slices.Sorted(slices.Values(chartShapes))) {
+		t.Fatalf("ci/ holds the profiles %q, want one per shape: %q", got, chartShapes)
+	}
+	for _, name := range chartShapes {
+		t.Run(name, func(t *testing.T) {
+			out, err := runHelm(t, "lint", "--strict", "--namespace", "quantykube", "-f", profiles[name], chartDir(t))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for line := range strings.Lines(string(out)) {
+				if strings.HasPrefix(line, "[") && !strings.HasPrefix(line, "[INFO]") {
+					t.Errorf("helm lint: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// TestChartRefuses: values the chart cannot render correctly fail the
+// release with a message that says what to give.
+func TestChartRefuses(t *testing.T) {
+	profiles := chartProfiles(t)
+	for _, tc := range []struct {
+		name    string
+		profile string
+		args    []string
+		want    string
+	}{
+		{"unknown mode", "sqlite", []string{"--set", "mode=etcd"}, `mode "etcd": want one of sqlite, replicas, sidecar, external`},
+		{"no database secret", "replicas", []string{"--set", "database.existingSecret="}, "mode=replicas needs database.existingSecret"},
+		{"no serving certificate", "sqlite", []string{"--set", "apiService.tls.existingSecret="}, "apiService: no serving certificate"},
+		{"no caBundle", "replicas", []string{"--set", "apiService.caBundle="}, "apiService.tls.existingSecret needs apiService.caBundle"},
+		{"no front-proxy CA", "sqlite", []string{"--set", "apiService.clientCA.pem="}, "kube-apiserver's front-proxy CA was not found"},
+		{"sidecar registering here", "sidecar", []string{"--set", "apiService.register=true"}, "the APIService belongs in the tenant cluster"},
+		{"sidecar without the tenant's kubeconfig", "sidecar", []string{"--set", "apiService.kubeconfigSecret="}, "needs apiService.kubeconfigSecret"},
+		{"sidecar without the tenant's certificates", "sidecar", []string{"--set", "sidecar.kubeApiserver.pkiSecret="}, "needs sidecar.kubeApiserver.pkiSecret"},
+		{"external without an address", "external", []string{"--set", "external.address="}, "mode=external needs external.address"},
+		{"external on loopback", "external", []string{"--set", "external.address=127.0.0.1"}, "is a loopback address"},
+		{"external without caBundle", "external", []string{"--set", "apiService.caBundle="}, "mode=external needs apiService.caBundle"},
+		{"unknown anti-affinity", "replicas", []string{"--set", "replicas.antiAffinity=always"}, `replicas.antiAffinity "always": want soft or hard`},
+		{"unknown restore check", "sqlite", []string{"--set", "apiService.restoreCheck=maybe"}, `apiService.restoreCheck "maybe": want dry-run or none`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"template", "quantykube", chartDir(t), "--namespace", "quantykube", "-f", profiles[tc.profile]}, tc.args...)
+			out, err := runHelm(t, args...)
+			if err == nil {
+				t.Fatalf("helm template %s rendered:\n%s", strings.Join(tc.args, " "), out)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template %s: %v\nwant a message with %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartMatchesDeployFiles: deploy/aggregated-api is the one source of
+// truth of the aggregated API's objects. The chart's external profile
+// renders exactly the objects `quantykube apiservice` fills those files
+// into (the same Service, EndpointSlice, APIService, roles and bindings;
+// the chart adds labels only), and every profile that registers the API
+// in-cluster has the same ClusterRoles, rule for rule, bound to its
+// ServiceAccount as `quantykube apiservice --store-service-account` binds.
+func TestChartMatchesDeployFiles(t *testing.T) {
+	profiles := chartProfiles(t)
+	printed := func(t *testing.T, args ...string) []*unstructured.Unstructured {
+		t.Helper()
+		dir := t.TempDir()
+		out, err := run(t, framework.Binary(t), append([]string{"apiservice", "--dir", dir, "--address", "192.0.2.10", "--port", "8443"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := parseObjects(out)
+		if err != nil {
+			t.Fatalf("quantykube apiservice printed: %v", err)
+		}
+		return objs
+	}
+	t.Run("external", func(t *testing.T) {
+		want := printed(t, "--service", "quantykube", "--namespace", "kube-system", "--store-user", "quantykube")
+		ca, _, _ := unstructured.NestedString(find(t, want, "APIService", "", "v1alpha1.quanty.quantyroot.io").Object, "spec", "caBundle")
+		got, err := parseObjects(renderChart(t, "quantykube", "kube-system", "-f", profiles["external"],
+			"--set", "external.address=192.0.2.10", "--set", "external.port=8443", "--set", "apiService.caBundle="+ca,
+			"--set", "rbac.storeSubject.kind=User", "--set", "rbac.storeSubject.name=quantykube"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameObjects(t, want, got, nil)
+	})
+	for _, name := range []string{"sqlite", "replicas"} {
+		t.Run(name, func(t *testing.T) {
+			want := printed(t, "--service", "quantykube", "--namespace", "quantykube", "--store-service-account", "quantykube")
+			got, err := parseObjects(renderChart(t, "quantykube", "quantykube", "-f", profiles[name]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rbac := func(o *unstructured.Unstructured) bool {
+				return o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding"
+			}
+			sameObjects(t, slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool { return !rbac(o) }), got, rbac)
+		})
+	}
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetNamespace() == ns && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s/%s among %s", kind, ns, name, kinds(objs))
+	return nil
+}
+
+// sameObjects holds got (the chart's, those of them in scope when scope
+// is given) against want (deploy/aggregated-api's, filled in): the same
+// objects, each with want's labels among its own and otherwise equal;
+// ClusterRoles are compared by the permissions their rules grant.
+func sameObjects(t *testing.T, want, got []*unstructured.Unstructured, scope func(*unstructured.Unstructured) bool) {
+	t.Helper()
+	byKey := map[string]*unstructured.Unstructured{}
+	for _, o := range got {
+		if scope == nil || scope(o) {
+			byKey[objectKey(o)] = o
+		}
+	}
+	for _, w := range want {
+		k := objectKey(w)
+		g := byKey[k]
+		delete(byKey, k)
+		if g == nil {
+			t.Errorf("the chart has no %s (deploy/aggregated-api has)", k)
+			continue
+		}
+		gl := g.GetLabels()
+		for l, v := range w.GetLabels() {
+			if gl[l] != v {
+				t.Errorf("%s: label %s=%q, deploy/aggregated-api has %q", k, l, gl[l], v)
+			}
+		}
+		if w.GetKind() == "ClusterRole" {
+			if gp, wp := grants(t, g), grants(t, w); !reflect.DeepEqual(gp, wp) {
+				t.Errorf("%s grants\n%q\ndeploy/aggregated-api's grants\n%q", k, gp, wp)
+			}
+			continue
+		}
+		gc, wc := g.DeepCopy(), w.DeepCopy()
+		for _, o := range []*unstructured.Unstructured{gc, wc} {
+			o.SetLabels(nil)
+			o.SetAnnotations(nil)
+		}
+		if !reflect.DeepEqual(gc.Object, wc.Object) {
+			t.Errorf("%s differs from deploy/aggregated-api's:\nchart: %v\nfile:  %v", k, gc.Object, wc.Object)
+		}
+	}
+	for k := range byKey {
+		t.Errorf("the chart has %s, which deploy/aggregated-api has not", k)
+	}
+}
+
+// grants are the permissions of a ClusterRole's rules, one string each
+// (group, resource, verb, or a non-resource URL and verb), sorted: two
+// roles grant the same when these are equal, however their rules are cut.
+func grants(t *testing.T, o *unstructured.Unstructured) []string {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+		t.Fatalf("%s: %v", objectKey(o), err)
+	}
+	if role.AggregationRule != nil {
+		t.Errorf("%s has an aggregation rule: its rules are not its own", objectKey(o))
+	}
+	set := map[string]bool{}
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			for _, u := range r.NonResourceURLs {
+				set[fmt.Sprintf("url=%s verb=%s", u, v)] = true
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					names := r.ResourceNames
+					if len(names) == 0 {
+						names = []string{"*"}
+					}
+					for _, n := range names {
+						set[fmt.Sprintf("group=%s resource=%s name=%s verb=%s", g, res, n, v)] = true
+					}
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// TestChartAggregatesRoles: the history roles join the built-in ones
+// (reader into view, restorer into edit and admin), and not when
+// rbac.aggregateToDefaultRoles is off.
+func TestChartAggregatesRoles(t *testing.T) {
+	profiles := chartProfiles(t)
+	want := map[string][]string{
+		"quanty-history-reader":   {"view"},
+		"quanty-history-restorer": {"admin", "edit"},
+	}
+	for _, on := range []bool{true, false} {
+		objs, err := parseObjects(renderChart(t, "quantykube", "quantykube", "-f", profiles["sqlite"], "--set", fmt.Sprintf("rbac.aggregateToDefaultRoles=%t", on)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for role, into := range want {
+			var got []string
+			for l, v := range find(t, objs, "ClusterRole", "", role).GetLabels() {
+				if r, ok := strings.CutPrefix(l, "rbac.authorization.k8s.io/aggregate-to-"); ok && v == "true" {
+					got = append(got, r)
+				}
+			}
+			slices.Sort(got)
+			if !on {
+				into = nil
+			}
+			if !slices.Equal(got, into) {
+				t.Errorf("aggregateToDefaultRoles=%t: %s aggregates into %q, want %q", on, role, got, into)
+			}
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/test/framework"
+)
+
+// helmDoc is the chart's page, from the module root. The sh blocks it
+// marks with runMarker, on the line before, are run as they are written
+// by chart-docs, in order.
+const (
+	helmDoc   = "docs/helm.md"
+	runMarker = "<!-- test: run -->"
+)
+
+// runBlocks are the marked sh blocks of the page, each its text.
+func runBlocks(t testing.TB) []string {
+	t.Helper()
+	root, err := framework.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, helmDoc))
+	if err != nil {
+		t.Fatalf("the chart's page: %v", err)
+	}
+	var blocks []string
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != runMarker {
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "```sh" {
+			t.Fatalf("%s:%d: %s is not followed by a ```sh block", helmDoc, i+1, runMarker)
+		}
+		var body []string
+		j := i + 2
+		for ; j < len(lines) && lines[j] != "```"; j++ {
+			body = append(body, lines[j])
+		}
+		if j == len(lines) {
+			t.Fatalf("%s:%d: the block is not closed", helmDoc, i+2)
+		}
+		blocks = append(blocks, strings.Join(body, "\n")+"\n")
+		i = j
+	}
+	return blocks
+}
+
+// TestChartDocBlocks: the page runs an install of every shape, and
+// uninstalls each, so that chart-docs proves each shape's commands.
+func TestChartDocBlocks(t *testing.T) {
+	all := strings.Join(runBlocks(t), "")
+	for _, shape := range chartShapes {
+		if !strings.Contains(all, "helm install ") || !strings.Contains(all, "--set mode="+shape+" ") {
+			t.Errorf("%s runs no helm install with --set mode=%s", helmDoc, shape)
+		}
+	}
+	if i, u := strings.Count(all, "helm install "), strings.Count(all, "helm uninstall "); i != u {
+		t.Errorf("%s runs %d installs and %d uninstalls: every install it runs must be undone", helmDoc, i, u)
+	}
+}
+
+// checkChartDocs runs the page's marked blocks, as they are written, with
+// bash against the cluster: KUBECONFIG the admin's, helm, kubectl and
+// quantykube first on PATH, in a directory of the test's own where
+// deploy/ is the checkout's, STORE_ADDRESS an address of a network
+// namespace of the test's own. Each must succeed; kube-apiserver accepting
+// the installs is the check (no kubelet runs their pods, though the
+// Deployments' pods are made, where Pod Security admits them). Afterwards
+// no release is left, and the aggregated API is no longer registered.
+func checkChartDocs(t *testing.T, c *Cluster) {
+	root, err := framework.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := Helm()
+	if err != nil {
+		t.Fatalf("the chart's checks need helm %s: %v", HelmVersion, err)
+	}
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "deploy"), filepath.Join(work, "deploy")); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(work, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"helm": helm, "kubectl": c.kubectl, "quantykube": framework.Binary(t)} {
+		abs, err := filepath.Abs(target)
+		if err == nil {
+			err = os.Symlink(abs, filepath.Join(bin, name))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The external store's address: one of a network namespace of the
+	// test's own, where nothing listens, so that kube-apiserver's checks of
+	// the APIService reach no other host.
+	store := NewNetns(t)
+	env := []string{"STORE_ADDRESS=" + store.NSIP.String(), "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "KUBECACHEDIR=" + filepath.Join(work, "kubectl-cache"), "KUBERC=off"}
+	for _, kv := range helmEnv(filepath.Join(work, "helm"), c.Kubeconfig) {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "KUBECACHEDIR=") && !strings.HasPrefix(kv, "KUBERC=") {
+			env = append(env, kv)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := c.Kube.CoreV1().Namespaces().Delete(ctx, "quantykube", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace quantykube: %v", err)
+		}
+	})
+	blocks := runBlocks(t)
+	if len(blocks) == 0 {
+		t.Fatalf("%s marks no block to run", helmDoc)
+	}
+	for i, block := range blocks {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
+		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, &out, &out
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s, block %d:\n%s\nfailed after %s: %v\n%s", helmDoc, i+1, block, time.Since(start).Round(time.Millisecond), err, out.String())
+		}
+		t.Logf("block %d (%s):\n%s%s", i+1, time.Since(start).Round(time.Millisecond), block, out.String())
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), helm, "list", "--all-namespaces", "--short", "--deployed", "--failed", "--pending", "--uninstalling")
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &stderr
+	if err := cmd.Run(); err != nil || len(bytes.TrimSpace(out.Bytes())) != 0 {
+		t.Errorf("releases left after the page's commands (%v): %s%s", err, out.String(), stderr.String())
+	}
+	if _, err := c.Dynamic.Resource(apiServices).Get(c.Ctx(t), APIServiceName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the APIService is still registered after the page's uninstalls: %v", err)
+	}
+}
