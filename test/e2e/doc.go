@@ -22,6 +22,15 @@
 // with kubectl-quanty built from this checkout first on kubectl's PATH
 // (Cluster.Shell), and hold its answers against the walk-through's.
 //
+// The Helm chart (deploy/chart/quantykube, docs/helm.md) is checked by
+// helm v4 itself (helm.go builds it through scripts/helm.sh): without a
+// cluster by TestChart* (chart_test.go: lint, refusals, its objects held
+// against deploy/aggregated-api), on each cluster by chart-profiles
+// (chartcluster_test.go: server-side dry runs under PodSecurity
+// restricted) and on PostgreSQL's by chart-docs (chartdoc_test.go: the
+// page's commands, run as written). The SQLite cluster's aggregated API is
+// registered by the chart's external profile (apiagg.go).
+//
 // TestImport (import_test.go) and TestBackupRestore (backup_test.go) are
 // not checks: they stop kube-apiserver, move its datastore (`quantykube
 // import` from a real etcd and from kine, Options.Datastore; `quantykube
