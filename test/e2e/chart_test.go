@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -251,4 +252,53 @@ func TestChartAggregatesRoles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestChartIncluded: a chart that runs kube-apiserver itself puts the
+// store in its pod through the named templates (quantykube.container,
+// quantykube.volumes, ...; testdata/chart-include): its pod gets the
+// store as a native sidecar on the socket its kube-apiserver mounts, and
+// the subchart, with sidecar.controlPlane=false, renders no control plane
+// of its own.
+func TestChartIncluded(t *testing.T) {
+	objs, err := parseObjects(renderIncluding(t, "tenant-b", "tenants"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployments []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			deployments = append(deployments, o)
+		}
+	}
+	if len(deployments) != 1 || deployments[0].GetName() != "tenant-b-control-plane" {
+		t.Fatalf("want the including chart's Deployment alone, got %s", kinds(objs))
+	}
+	pod := podOf(t, deployments[0])
+	if len(pod.Spec.InitContainers) != 1 || len(pod.Spec.Containers) != 1 {
+		t.Fatalf("want the store as the one init container beside kube-apiserver: %+v", pod.Spec)
+	}
+	qk, kas := pod.Spec.InitContainers[0], pod.Spec.Containers[0]
+	if qk.RestartPolicy == nil || *qk.RestartPolicy != "Always" {
+		t.Errorf("the store is not a native sidecar (restartPolicy Always): %v", qk.RestartPolicy)
+	}
+	if !slices.Contains(qk.Args, "--listen-address=unix:///run/quantykube/etcd.sock") || !slices.Contains(kas.Command, "--etcd-servers=unix:///run/quantykube/etcd.sock") {
+		t.Errorf("the store serves %q, kube-apiserver dials %q: want the same socket", qk.Args, kas.Command)
+	}
+	for _, c := range []struct {
+		name string
+		vms  []string
+	}{{qk.Name, mountNames(qk.VolumeMounts)}, {kas.Name, mountNames(kas.VolumeMounts)}} {
+		if !slices.Contains(c.vms, "quantykube-socket") {
+			t.Errorf("%s does not mount the socket's volume: %q", c.name, c.vms)
+		}
+	}
+}
+
+func mountNames(vms []corev1.VolumeMount) []string {
+	var out []string
+	for _, m := range vms {
+		out = append(out, m.Name)
+	}
+	return out
 }

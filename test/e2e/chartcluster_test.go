@@ -73,48 +73,7 @@ func checkChartProfiles(t *testing.T, c *Cluster) {
 		t.Run(name, func(t *testing.T) {
 			file := chartProfiles(t)[name]
 			ns := c.restrictedNamespace(t)
-			out := renderChart(t, "quantykube", ns, "-f", file)
-			objs, err := parseObjects(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, stderr, err := c.kubectlStdin(t, out, "apply", "--dry-run=server", "-f", "-")
-			if err != nil {
-				t.Fatalf("kubectl apply --dry-run=server (%s): %v\n%s", kinds(objs), err, stderr)
-			}
-			if strings.TrimSpace(stderr) != "" {
-				t.Errorf("kubectl apply --dry-run=server warned:\n%s", stderr)
-			}
-			if n := strings.Count(stdout, "(server dry run)"); n != len(objs) {
-				t.Errorf("kube-apiserver accepted %d of %d objects (%s):\n%s", n, len(objs), kinds(objs), stdout)
-			}
-			// Pods name their ServiceAccount, which admission looks up:
-			// those of the profile are made for real, in the test's
-			// namespace.
-			for _, o := range objs {
-				if o.GetKind() == "ServiceAccount" {
-					var sa corev1.ServiceAccount
-					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sa); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := c.Kube.CoreV1().ServiceAccounts(ns).Create(c.Ctx(t), &sa, metav1.CreateOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			pods := 0
-			for _, o := range objs {
-				if pod := podOf(t, o); pod != nil {
-					pods++
-					_, err := c.Kube.CoreV1().Pods(ns).Create(c.Ctx(t), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-					if err != nil {
-						t.Errorf("the pod of %s: %v", objectKey(o), err)
-					}
-				}
-			}
-			if wantPods := name != "external"; (pods > 0) != wantPods {
-				t.Errorf("%d workloads rendered (%s)", pods, kinds(objs))
-			}
+			c.dryRunChart(t, ns, renderChart(t, "quantykube", ns, "-f", file), name != "external")
 
 			with, err := parseObjects(renderChart(t, "quantykube", ns, "-f", file,
 				"--api-versions", "cert-manager.io/v1", "--api-versions", "monitoring.coreos.com/v1"))
@@ -145,6 +104,59 @@ func checkChartProfiles(t *testing.T, c *Cluster) {
 				}
 			}
 		})
+	}
+	// A chart that includes the store's container in its own pod
+	// (testdata/chart-include).
+	t.Run("sidecar-included", func(t *testing.T) {
+		ns := c.restrictedNamespace(t)
+		c.dryRunChart(t, ns, renderIncluding(t, "tenant-b", ns), true)
+	})
+}
+
+// dryRunChart applies rendered objects with kube-apiserver's server-side
+// dry run in ns, and fails t on a refusal or a warning; it then asks for
+// the pod of each workload (after making the ServiceAccounts they name,
+// for real, in ns), where Pod Security's enforce applies. withPods says
+// whether the objects must hold a workload.
+func (c *Cluster) dryRunChart(t *testing.T, ns string, out []byte, withPods bool) {
+	t.Helper()
+	objs, err := parseObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := c.kubectlStdin(t, out, "apply", "--dry-run=server", "-f", "-")
+	if err != nil {
+		t.Fatalf("kubectl apply --dry-run=server (%s): %v\n%s", kinds(objs), err, stderr)
+	}
+	if strings.TrimSpace(stderr) != "" {
+		t.Errorf("kubectl apply --dry-run=server warned:\n%s", stderr)
+	}
+	if n := strings.Count(stdout, "(server dry run)"); n != len(objs) {
+		t.Errorf("kube-apiserver accepted %d of %d objects (%s):\n%s", n, len(objs), kinds(objs), stdout)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ServiceAccount" {
+			var sa corev1.ServiceAccount
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sa); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Kube.CoreV1().ServiceAccounts(ns).Create(c.Ctx(t), &sa, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pods := 0
+	for _, o := range objs {
+		if pod := podOf(t, o); pod != nil {
+			pods++
+			_, err := c.Kube.CoreV1().Pods(ns).Create(c.Ctx(t), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				t.Errorf("the pod of %s: %v", objectKey(o), err)
+			}
+		}
+	}
+	if (pods > 0) != withPods {
+		t.Errorf("%d workloads rendered (%s)", pods, kinds(objs))
 	}
 }
 

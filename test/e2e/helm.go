@@ -138,6 +138,28 @@ func renderChart(t testing.TB, release, namespace string, args ...string) []byte
 	return out
 }
 
+// renderIncluding renders testdata/chart-include, a chart that puts
+// QuantyKube in its own pod through this chart's named templates, with
+// this chart as its subchart (a copy in charts/). It also lints it.
+func renderIncluding(t testing.TB, release, namespace string) []byte {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "chart-include")
+	if err := os.CopyFS(dir, os.DirFS("testdata/chart-include")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "charts", "quantykube"), os.DirFS(chartDir(t))); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runHelm(t, "lint", "--strict", "--namespace", namespace, dir); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := runHelm(t, "template", release, dir, "--namespace", namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // parseObjects decodes a stream of YAML documents into objects, skipping
 // empty ones.
 func parseObjects(b []byte) ([]*unstructured.Unstructured, error) {

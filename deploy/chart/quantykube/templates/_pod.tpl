@@ -1,14 +1,21 @@
 {{/*
 The store's container, volumes and pod settings, shared by the StatefulSet
 (mode=sqlite), the Deployment (mode=replicas) and the tenant control
-plane (mode=sidecar). Another chart that runs kube-apiserver can put
-QuantyKube in its pod with
-  initContainers:
-    {{- include "quantykube.container" $qk | nindent 4 }}
-  volumes:
-    {{- include "quantykube.volumes" $qk | nindent 4 }}
-where $qk is a context with this chart's Values (mode=sidecar), Release,
-Chart and Capabilities (docs/helm.md#sidecar).
+plane (mode=sidecar). A chart that runs kube-apiserver itself, with this
+one as a subchart (mode=sidecar, sidecar.controlPlane=false), puts
+QuantyKube in its own pod with
+  metadata:
+    labels:
+      {{- include "quantykube.selectorLabels" .Subcharts.quantykube | nindent 6 }}
+  spec:
+    securityContext:
+      {{- include "quantykube.podSecurityContext" .Subcharts.quantykube | nindent 6 }}
+    initContainers:
+      {{- include "quantykube.container" .Subcharts.quantykube | nindent 6 }}
+    volumes:
+      {{- include "quantykube.volumes" .Subcharts.quantykube | nindent 6 }}
+and its kube-apiserver's --etcd-servers=unix://<sidecar.socketDir>/etcd.sock
+(test/e2e/testdata/chart-include is such a chart).
 */}}
 
 {{/* Where the store's files are mounted. */}}
