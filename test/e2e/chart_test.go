@@ -47,7 +47,9 @@ func TestChartLint(t *testing.T) {
 }
 
 // TestChartRefuses: values the chart cannot render correctly fail the
-// release with a message that says what to give.
+// release with a message that says what to give: values.schema.json's
+// (unknown names, types, enumerations, ranges) or the templates' own
+// (quantykube.validate: what depends on the mode and on other values).
 func TestChartRefuses(t *testing.T) {
 	profiles := chartProfiles(t)
 	for _, tc := range []struct {
@@ -56,7 +58,9 @@ func TestChartRefuses(t *testing.T) {
 		args    []string
 		want    string
 	}{
-		{"unknown mode", "sqlite", []string{"--set", "mode=etcd"}, `mode "etcd": want one of sqlite, replicas, sidecar, external`},
+		{"unknown mode", "sqlite", []string{"--set", "mode=etcd"}, "at '/mode': value must be one of 'sqlite', 'replicas', 'sidecar', 'external'"},
+		{"misspelt value", "replicas", []string{"--set", "replica.count=3"}, "additional properties 'replica' not allowed"},
+		{"a port out of range", "sqlite", []string{"--set", "serve.port=70000"}, "at '/serve/port': maximum"},
 		{"no database secret", "replicas", []string{"--set", "database.existingSecret="}, "mode=replicas needs database.existingSecret"},
 		{"no serving certificate", "sqlite", []string{"--set", "apiService.tls.existingSecret="}, "apiService: no serving certificate"},
 		{"no caBundle", "replicas", []string{"--set", "apiService.caBundle="}, "apiService.tls.existingSecret needs apiService.caBundle"},
@@ -67,8 +71,8 @@ func TestChartRefuses(t *testing.T) {
 		{"external without an address", "external", []string{"--set", "external.address="}, "mode=external needs external.address"},
 		{"external on loopback", "external", []string{"--set", "external.address=127.0.0.1"}, "is a loopback address"},
 		{"external without caBundle", "external", []string{"--set", "apiService.caBundle="}, "mode=external needs apiService.caBundle"},
-		{"unknown anti-affinity", "replicas", []string{"--set", "replicas.antiAffinity=always"}, `replicas.antiAffinity "always": want soft or hard`},
-		{"unknown restore check", "sqlite", []string{"--set", "apiService.restoreCheck=maybe"}, `apiService.restoreCheck "maybe": want dry-run or none`},
+		{"unknown anti-affinity", "replicas", []string{"--set", "replicas.antiAffinity=always"}, "at '/replicas/antiAffinity': value must be one of 'soft', 'hard'"},
+		{"unknown restore check", "sqlite", []string{"--set", "apiService.restoreCheck=maybe"}, "at '/apiService/restoreCheck': value must be one of 'dry-run', 'none'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"template", "quantykube", chartDir(t), "--namespace", "quantykube", "-f", profiles[tc.profile]}, tc.args...)
