@@ -19,14 +19,16 @@ import (
 
 // chartChecks run the chart against the cluster's kube-apiserver:
 // chart-profiles on every cluster (server-side dry runs only, nothing
-// stays), chart-docs where no aggregated API is registered yet (its
-// installs own the APIService and the quanty-* roles while they last).
+// stays); chart-docs where no aggregated API is registered yet (its
+// installs own the APIService and the quanty-* roles while they last),
+// and chart-run, which needs PostgreSQL: both on PostgreSQL's cluster.
 var chartChecks = []Check{
 	{"chart-profiles", checkChartProfiles},
 }
 
 var chartInstallChecks = []Check{
 	{"chart-docs", checkChartDocs},
+	{"chart-run", checkChartRun},
 }
 
 // restrictedLabels make a namespace enforce, and warn about, Pod Security's

@@ -28,7 +28,9 @@
 // against deploy/aggregated-api), on each cluster by chart-profiles
 // (chartcluster_test.go: server-side dry runs under PodSecurity
 // restricted) and on PostgreSQL's by chart-docs (chartdoc_test.go: the
-// page's commands, run as written). The SQLite cluster's aggregated API is
+// page's commands, run as written) and chart-run (chartrun_test.go: the
+// store's container run as a process with the arguments, probes and
+// files the chart gives it). The SQLite cluster's aggregated API is
 // registered by the chart's external profile (apiagg.go).
 //
 // TestImport (import_test.go) and TestBackupRestore (backup_test.go) are
