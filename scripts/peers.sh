@@ -4,8 +4,11 @@
 # each binary asked for, one per line:
 #   scripts/peers.sh etcd        etcd  $ETCD_VERSION (default v3.6.16)
 #   scripts/peers.sh kine        kine  $KINE_VERSION (default v0.17.5)
+#   scripts/peers.sh etcdctl     etcdctl $ETCD_VERSION
 # etcd is built through a scratch module whose main calls etcdmain.Main;
-# kine with go install. Concurrent callers (parallel test binaries) wait on
+# etcdctl from a scratch module that requires it (its go.mod replaces
+# etcd's other modules with ../, so go install refuses it); kine with go
+# install. Concurrent callers (parallel test binaries) wait on
 # a lock instead of building twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,11 +65,32 @@ GO
 	echo "$out"
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/peers.sh etcd|kine ..." >&2; exit 2; }
+build_etcdctl() {
+	local out=$BIN/etcdctl-$ETCD_VERSION
+	if [ ! -x "$out" ]; then
+		echo "peers: building etcdctl $ETCD_VERSION" >&2
+		local mod=$CACHE/etcdctl-$ETCD_VERSION
+		mkdir -p "$mod"
+		(
+			cd "$mod"
+			[ -f go.mod ] || "$GO" mod init quantykube.peers/etcdctl >/dev/null 2>&1
+			# A blank import keeps the requirement through go mod tidy.
+			printf '%s\n' '//go:build tools' '' 'package tools' '' 'import _ "go.etcd.io/etcd/etcdctl/v3/ctlv3"' >tools.go
+			GOFLAGS= "$GO" get "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >&2
+			GOFLAGS= "$GO" mod tidy >&2
+			GOFLAGS=-buildvcs=false "$GO" build -o "$out.tmp" go.etcd.io/etcd/etcdctl/v3 >&2
+		)
+		mv "$out.tmp" "$out"
+	fi
+	echo "$out"
+}
+
+[ $# -gt 0 ] || { echo "usage: scripts/peers.sh etcd|etcdctl|kine ..." >&2; exit 2; }
 for p in "$@"; do
 	case "$p" in
 	etcd) build_etcd ;;
+	etcdctl) build_etcdctl ;;
 	kine) build_kine ;;
-	*) echo "peers: unknown peer $p (want etcd or kine)" >&2; exit 2 ;;
+	*) echo "peers: unknown peer $p (want etcd, etcdctl or kine)" >&2; exit 2 ;;
 	esac
 done
