@@ -7,7 +7,9 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # replace this module with ../.. (and chaos its two neighbours);
 # test/robustness (etcd's robustness suite, which builds only against
 # etcd's API v3.6) imports nothing of it.
-TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/robustness test/ci/testcheck
+# deploy/image (make image) is one too: go-containerregistry stays out of
+# the quantykube binary's graph (ADR-042).
+TOOL_MODULES = test/linearizability test/lazyfs test/chaos test/bench test/robustness test/ci/testcheck deploy/image
 # The kubectl plugin is a module of its own for the same reason: cli-runtime,
 # cobra and kustomize stay out of this module's graph (ADR-040).
 PLUGIN       = cmd/kubectl-quanty
@@ -17,7 +19,7 @@ TESTCHECK    = $(CURDIR)/.cache/bin/testcheck
 LISTEN      ?= 127.0.0.1:2379
 ENDPOINT    ?= sqlite://./db/state.db
 
-.PHONY: build kubectl-quanty run test testcheck lint conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e chart-lint proto proto-check ci bench bench-memory bench-changes dist dist-check chaos robustness fuzz
+.PHONY: build kubectl-quanty run test testcheck lint image image-push conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e chart-lint proto proto-check ci bench bench-memory bench-changes dist dist-check chaos robustness fuzz
 
 # quantykube as it is released (scripts/dist.sh; scripts/bench.sh measures
 # it so too): static, without cgo, which nothing in it needs (the deploy/
@@ -59,11 +61,11 @@ run: build
 # any skipped test. This module's include test/modgraph: what a program
 # embedding pkg/endpoint inherits. The nested modules' own tests (the
 # kubectl plugin's, with the kubectl in $$KUBECTL or on PATH; the recorder
-# and checks, lazyfs, the harness, testcheck itself) run after this
-# module's.
+# and checks, lazyfs, the harness, testcheck itself, and make image built
+# twice to the same digests) run after this module's.
 test: lint testcheck
 	$(TESTCHECK) -go $(GO) -- -count=1 -timeout 20m ./...
-	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/robustness test/ci/testcheck; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
+	@for m in $(PLUGIN) test/linearizability test/lazyfs test/bench test/robustness test/ci/testcheck deploy/image; do (cd $$m && $(TESTCHECK) -go $(GO) -- -count=1 -timeout 10m ./...) || exit 1; done
 
 testcheck:
 	@mkdir -p $(dir $(TESTCHECK)) && cd test/ci/testcheck && $(GO) build -o $(TESTCHECK) .
@@ -78,6 +80,28 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd $(PLUGIN) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	@for m in $(TOOL_MODULES); do (cd $$m && $(GO) vet -tags chaos ./... && $(GO) run $(STATICCHECK) -tags chaos ./...) || exit 1; done
+
+# QuantyKube's OCI image (docs/image.md), built without a container
+# daemon: quantykube for each of IMAGE_PLATFORMS, built as make dist builds
+# it, from scratch with Debian's CA certificates and time zones (apt-get
+# download, cached in .cache/image), run as uid 65532, with an SPDX SBOM;
+# assembled by deploy/image on go-containerregistry (a module of its own,
+# ADR-042). Reproducible: every time in it is the commit's
+# (SOURCE_DATE_EPOCH), so a commit builds one digest. Writes
+# dist/quantykube-image/ (the OCI image layout of every platform),
+# dist/quantykube-image.tar (this machine's platform, for podman load or
+# docker load) and each platform's SBOM, and prints the digests to pin.
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64 linux/arm/v7
+image:
+	GO=$(GO) IMAGE_PLATFORMS='$(IMAGE_PLATFORMS)' bash scripts/image.sh
+
+# Publishes make image's layout, every platform, to IMAGE_REF (e.g.
+# IMAGE_REF=registry.example.com/quantykube:v1.0.0) with the credentials of
+# docker login or podman login, and prints the reference by digest. Never
+# run by CI.
+image-push:
+	@test -n "$(IMAGE_REF)" || { echo "make image-push IMAGE_REF=REGISTRY/REPOSITORY:TAG"; exit 1; }
+	cd deploy/image && $(GO) run . push --layout $(CURDIR)/dist/quantykube-image '$(IMAGE_REF)'
 
 # Kubernetes' own storage test suite (k8s.io/apiserver pkg/storage/etcd3)
 # against QuantyKube, unpatched: on SQLite, then on PostgreSQL (a throwaway
