@@ -135,8 +135,9 @@ conformance-embed:
 # iproute2), with kubectl quanty run as docs/KUBECTL-QUANTY.md shows it,
 # then on two replicas sharing one PostgreSQL; the Helm chart (helm v4,
 # built once by scripts/helm.sh) registers the aggregated API, is linted,
-# dry-run on kube-apiserver and installed as docs/helm.md shows. A
-# missing part fails it.
+# dry-run on kube-apiserver and installed as docs/helm.md shows; and make
+# image's image under Debian's podman and runc, kube-apiserver on the host
+# serving from the container (TestImage). A missing part fails it.
 # One check: make e2e E2E_RUN=TestKubernetes/sqlite/history
 E2E_RUN ?= .
 e2e:

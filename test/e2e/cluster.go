@@ -45,6 +45,10 @@ type Options struct {
 	// QuantyKube StartCluster starts: an etcd or a kine that a test moves
 	// from (import_test.go).
 	Datastore *framework.Target
+	// EtcdServers, when set, are kube-apiserver's --etcd-servers: a
+	// datastore the suite does not run as a process of its own (a
+	// container, image_test.go). Cluster.QuantyKube is nil then.
+	EtcdServers []string
 }
 
 // EventTTL is kube-apiserver's --event-ttl: short, so that a check can
@@ -84,6 +88,8 @@ type Cluster struct {
 	apiserver *process
 	kcm       *process
 	pluginDir string // pluginBin's, once made
+	// etcdServers are Options.EtcdServers.
+	etcdServers []string
 }
 
 // StartCluster starts QuantyKube, then kube-apiserver on it, then
@@ -136,8 +142,8 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 		c.API = prepareAggregatedAPI(t, c, netns)
 		qo.Netns, qo.Host, qo.Args = netns.Name, netns.NSIP.String(), c.API.serveArgs(c)
 	}
-	c.QuantyKube = o.Datastore
-	if c.QuantyKube == nil {
+	c.QuantyKube, c.etcdServers = o.Datastore, o.EtcdServers
+	if c.QuantyKube == nil && len(c.etcdServers) == 0 {
 		c.QuantyKube = framework.Start(t, o.Backend, qo)
 	}
 	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
@@ -153,7 +159,7 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 	t.Cleanup(func() {
 		// A Kubernetes process that died on its own is reported by stop.
 		c.stopKubernetes(t)
-		for i := range c.QuantyKube.Replicas() {
+		for i := range c.replicas() {
 			if c.QuantyKube.Exited(i) {
 				t.Errorf("QuantyKube replica %d exited during the test", i)
 			}
@@ -221,10 +227,23 @@ func (c *Cluster) writeKubeconfig() error {
 	return nil
 }
 
+// replicas is the number of QuantyKube processes the suite runs (none
+// for Options.EtcdServers).
+func (c *Cluster) replicas() int {
+	if c.QuantyKube == nil {
+		return 0
+	}
+	return c.QuantyKube.Replicas()
+}
+
 func (c *Cluster) apiserverArgs() []string {
 	p := c.PKI
+	servers := c.etcdServers
+	if c.QuantyKube != nil {
+		servers = c.QuantyKube.Endpoints()
+	}
 	return []string{
-		"--etcd-servers=" + strings.Join(c.QuantyKube.Endpoints(), ","),
+		"--etcd-servers=" + strings.Join(servers, ","),
 		"--bind-address=" + c.host,
 		"--advertise-address=" + c.host,
 		"--secure-port=" + strconv.Itoa(c.port),

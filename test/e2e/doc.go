@@ -38,6 +38,12 @@
 // import` from a real etcd and from kine, Options.Datastore; `quantykube
 // backup` and `restore`) and start it again on what they made.
 //
+// TestImage (image_test.go) builds the image make image builds, loads it
+// into Debian's podman and runs it with runc (image.go): kube-apiserver
+// runs on the host against the container (Options.EtcdServers), and the
+// container's user, its stop on SIGTERM and its store on a mounted host
+// directory across a new container are checked.
+//
 // It is a nested module so that client-go and the Kubernetes API types
 // never enter QuantyKube's own go.mod.
 package e2e

@@ -25,8 +25,9 @@ type peer struct {
 }
 
 var (
-	etcdPeer = &peer{name: "etcd"}
-	kinePeer = &peer{name: "kine"}
+	etcdPeer    = &peer{name: "etcd"}
+	etcdctlPeer = &peer{name: "etcdctl"}
+	kinePeer    = &peer{name: "kine"}
 )
 
 // EtcdBinary is etcd v3.6 built by scripts/peers.sh (cached under
@@ -34,6 +35,10 @@ var (
 func EtcdBinary() (string, error) { return etcdBinary() }
 
 func etcdBinary() (string, error) { return etcdPeer.build() }
+
+// EtcdctlBinary is etcd's own client, etcdctl of the same release as
+// EtcdBinary, built and cached by scripts/peers.sh as etcd is.
+func EtcdctlBinary() (string, error) { return etcdctlPeer.build() }
 
 // KineBinary is kine v0.17.5 built by scripts/peers.sh (cached as etcd
 // is), for the tests that import from a database kine wrote.
