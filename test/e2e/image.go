@@ -78,6 +78,10 @@ type Image struct {
 	// show as the image ID.
 	ID  string
 	Tag string // the tag in the archive: quantykube:VERSION
+	// Layout is the OCI image layout of the same build, its image index
+	// named VERSION; Index is that index's digest, the one make image
+	// prints and docs/kubeadm.md pins.
+	Layout, Index string
 }
 
 // BuildImage runs scripts/image.sh (make image) for the build machine's
@@ -106,9 +110,21 @@ func BuildImage(t testing.TB) *Image {
 		t.Fatalf("scripts/image.sh: %v\n%s%s", err, printed, stderr.Tail(4000))
 	}
 	t.Logf("make image (%s) in %s:\n%s", plat, time.Since(start).Round(time.Second), printed)
-	img := &Image{Tar: filepath.Join(out, "quantykube-image.tar")}
+	img := &Image{Tar: filepath.Join(out, "quantykube-image.tar"), Layout: filepath.Join(out, "quantykube-image")}
 	if img.ID, img.Tag, err = dockerArchive(img.Tar); err != nil {
 		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(img.Layout, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct{ Manifests []struct{ Digest string } }
+	if err := json.Unmarshal(b, &idx); err != nil || len(idx.Manifests) != 1 {
+		t.Fatalf("%s/index.json: %v, %d entries, want the one image index", img.Layout, err, len(idx.Manifests))
+	}
+	img.Index = idx.Manifests[0].Digest
+	if !strings.Contains(string(printed), "index          "+img.Index) {
+		t.Errorf("make image did not print the layout's index digest %s", img.Index)
 	}
 	return img
 }
@@ -149,8 +165,10 @@ func dockerArchive(path string) (id, tag string, err error) {
 
 // ImageConfig is what podman image inspect shows of an image's config.
 type ImageConfig struct {
-	ID     string `json:"Id"`
-	Config struct {
+	ID          string `json:"Id"`
+	RepoTags    []string
+	RepoDigests []string
+	Config      struct {
 		User       string
 		Entrypoint []string
 		Cmd        []string
@@ -181,6 +199,35 @@ func (p *Podman) Load(t testing.TB, img *Image) ImageConfig {
 		t.Fatalf("podman image inspect %s: %v (%d images)", img.ID, err, len(cfgs))
 	}
 	return cfgs[0]
+}
+
+// PullLayout pulls the build's OCI image layout into podman's storage
+// (oci:DIR:VERSION), as docs/image.md loads an image to pin by digest, and
+// returns the reference by the index's digest: name@sha256:INDEX. The
+// layout's image is the archive's (one config, one ID), so Load's cleanup
+// removes it; the name podman derives from the directory goes at once.
+func (p *Podman) PullLayout(t testing.TB, img *Image) string {
+	t.Helper()
+	_, version, _ := strings.Cut(img.Tag, ":")
+	// podman names the image after the directory, which must then be a
+	// valid repository name: lowercase, unlike t.TempDir's.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("quantykube-e2e-oci-%d", os.Getpid()))
+	if err := os.Symlink(img.Layout, dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	p.Must(t, "pull", "oci:"+dir+":"+version)
+	var pulled []ImageConfig
+	if err := json.Unmarshal([]byte(p.Must(t, "image", "inspect", img.ID)), &pulled); err != nil || len(pulled) != 1 {
+		t.Fatalf("podman image inspect %s: %v", img.ID, err)
+	}
+	for _, n := range pulled[0].RepoTags {
+		if strings.Contains(n, filepath.Base(dir)) {
+			p.Must(t, "untag", img.ID, n)
+		}
+	}
+	name, _, _ := strings.Cut(img.Tag, ":")
+	return name + "@" + img.Index
 }
 
 // Container is one `podman run -d` of the image.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -39,7 +40,9 @@ const (
 // stop: exit code 0 well before the SIGKILL, and the log says it shut
 // down), and keeps its SQLite store on a mounted host directory: a new
 // container on that directory reads what the first one wrote, through
-// etcdctl and through kube-apiserver.
+// etcdctl and through kube-apiserver. That second container runs the
+// image pinned by the index digest make image printed, pulled from the
+// OCI layout.
 //
 // The containers use the host's network (no bridge, no address outside
 // loopback) and serve the image's own command line with its two
@@ -167,9 +170,16 @@ func TestImage(t *testing.T) {
 	}
 
 	// A new container on the same volume: the data is the volume's, not
-	// the first container's.
+	// the first container's. It runs the image pinned by the digest make
+	// image printed, from the OCI layout (docs/kubeadm.md's pin): the
+	// same image as the archive's.
 	pm.Must(t, "rm", name)
-	second := pm.Start(t, name+"-again", img.ID, volume, args)
+	pinned := pm.PullLayout(t, img)
+	var byDigest []ImageConfig
+	if err := json.Unmarshal([]byte(pm.Must(t, "image", "inspect", pinned)), &byDigest); err != nil || len(byDigest) != 1 || byDigest[0].ID != cfg.ID {
+		t.Fatalf("podman image inspect %s: %v, want the archive's image %s", pinned, err, cfg.ID)
+	}
+	second := pm.Start(t, name+"-again", pinned, volume, args)
 	second.WaitReady(t, url)
 	if out := ctl("get", "--print-value-only", "/image-e2e/key"); out != "written-before\n" {
 		t.Errorf("etcdctl get after the restart: %q, want written-before", out)
