@@ -121,10 +121,16 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// deploy/kubeadm: the static Pod's command is a valid serve command whose
-// files are all mounted, whose probes hit its health endpoints, and which
-// kube-apiserver reaches as kubeadm-config.yaml's etcd.external says: over
-// TLS, with the client certificate signed by the CA QuantyKube trusts.
+// imageUser is the uid and gid QuantyKube's image runs as (deploy/image,
+// make image).
+const imageUser = 65532
+
+// deploy/kubeadm: the static Pod runs QuantyKube's own image, pinned by
+// digest, as the image's unprivileged user; its command is a valid serve
+// command (the image's binary) whose files are all mounted, whose probes
+// hit its health endpoints, and which kube-apiserver reaches as
+// kubeadm-config.yaml's etcd.external says: over TLS, with the client
+// certificate signed by the CA QuantyKube trusts.
 func TestKubeadmStaticPod(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/kubeadm/quantykube.yaml")
 	if err != nil {
@@ -142,6 +148,24 @@ func TestKubeadmStaticPod(t *testing.T) {
 	if c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
 	}
+	// The project's image, the same bytes on every node: by digest (DIGEST
+	// is the operator's to fill in, docs/kubeadm.md).
+	if !regexp.MustCompile(`^quantykube@sha256:(DIGEST|[0-9a-f]{64})$`).MatchString(c.Image) {
+		t.Errorf("image %q, want QuantyKube's own pinned by digest: quantykube@sha256:DIGEST", c.Image)
+	}
+	psc, csc := pod.Spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != imageUser || psc.RunAsGroup == nil || *psc.RunAsGroup != imageUser {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot as the image's user, %d:%d", psc, imageUser, imageUser)
+	}
+	if csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.Capabilities == nil || len(csc.Capabilities.Drop) != 1 || csc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container securityContext %+v: want no privilege escalation and every capability dropped", csc)
+	}
+	// The binary is the image's: nothing of the host's replaces it.
+	for _, vm := range c.VolumeMounts {
+		if strings.HasPrefix(c.Command[0], vm.MountPath) {
+			t.Errorf("volume %s at %s covers the image's %s", vm.Name, vm.MountPath, c.Command[0])
+		}
+	}
 	mounted := func(path string) bool {
 		for _, vm := range c.VolumeMounts {
 			if path == vm.MountPath || strings.HasPrefix(path, vm.MountPath+"/") {
@@ -156,8 +180,8 @@ func TestKubeadmStaticPod(t *testing.T) {
 	clientCert, clientKey := ca.Issue(t, framework.CertSpec{CommonName: "kube-apiserver-etcd-client", Client: true})
 	metrics := framework.FreeAddr(t)
 	raw := serveArgs(t, c.Command, strings.NewReplacer())
-	// The database's directory is the operator's, made 0700: a hostPath
-	// the kubelet creates is 0755.
+	// The database's directory is the operator's, made 0700 and owned by
+	// the image's user: a hostPath the kubelet creates is root's, 0755.
 	dbDir := filepath.Dir(strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"))
 	dbVolumes := 0
 	for _, v := range pod.Spec.Volumes {
@@ -171,7 +195,7 @@ func TestKubeadmStaticPod(t *testing.T) {
 	if dbVolumes != 1 {
 		t.Errorf("%d volumes mount the database directory %s, want 1", dbVolumes, dbDir)
 	}
-	for _, p := range []string{raw.cfg.ServerTLSConfig.CertFile, raw.cfg.ServerTLSConfig.KeyFile, raw.cfg.ServerTLSConfig.TrustedCAFile, strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://"), c.Command[0]} {
+	for _, p := range []string{raw.cfg.ServerTLSConfig.CertFile, raw.cfg.ServerTLSConfig.KeyFile, raw.cfg.ServerTLSConfig.TrustedCAFile, strings.TrimPrefix(raw.cfg.Endpoint, "sqlite://")} {
 		if !mounted(p) {
 			t.Errorf("%s is not in a volume the container mounts", p)
 		}
