@@ -21,10 +21,10 @@ ENDPOINT    ?= sqlite://./db/state.db
 
 .PHONY: build kubectl-quanty run test testcheck lint image image-push conformance conformance-sqlite conformance-postgres conformance-pgbouncer conformance-mysql conformance-embed e2e chart-lint proto proto-check ci bench bench-memory bench-changes dist dist-check chaos robustness fuzz
 
-# quantykube as it is released (scripts/dist.sh; scripts/bench.sh measures
-# it so too): static, without cgo, which nothing in it needs (the deploy/
-# files run it in distroless/static; no libc is mapped, 1.5-2 MB less
-# resident), and with grpc's grpcnotrace tag: grpc then leaves out
+# quantykube as it is released (scripts/dist.sh, and in make image's
+# image; scripts/bench.sh measures it so too): static, without cgo, which
+# nothing in it needs (the image is scratch, with no libc; none is mapped,
+# 1.5-2 MB less resident), and with grpc's grpcnotrace tag: grpc then leaves out
 # golang.org/x/net/trace, whose html/template keeps every exported method
 # of every type in the binary (7 MB of 48, 2.5 MB resident at start:
 # docs/adr/041). go build without them builds a
