@@ -26,7 +26,7 @@ type hub struct {
 	events    []*Event // in (revision, sub) order
 	bytes     int
 	maxBytes  int
-	keepBytes int   // at most maxBytes
+	keepBytes int // at most maxBytes
 	// keepFor, when set, is the keep for now, at most keepBytes (the
 	// store's ringKeep); keepBytes when nil.
 	keepFor   func() int
