@@ -16,59 +16,81 @@ import (
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
-// helmDoc is the chart's page, from the module root. The sh blocks it
-// marks with runMarker, on the line before, are run as they are written
-// by chart-docs, in order.
-const (
-	helmDoc   = "docs/helm.md"
-	runMarker = "<!-- test: run -->"
-)
+// helmDocs are the chart's pages, from the module root: the overview,
+// then one page per shape. The sh blocks they mark with runMarker, on the
+// line before, are run as they are written by chart-docs, in this order.
+var helmDocs = append([]string{"docs/helm.md"}, shapePages()...)
 
-// runBlocks are the marked sh blocks of the page, each its text.
-func runBlocks(t testing.TB) []string {
+const runMarker = "<!-- test: run -->"
+
+// shapePages are the pages of the shapes, in chartShapes' order.
+func shapePages() []string {
+	pages := make([]string, len(chartShapes))
+	for i, shape := range chartShapes {
+		pages[i] = "docs/helm/" + shape + ".md"
+	}
+	return pages
+}
+
+// chartBlock is a marked sh block: its page and its text.
+type chartBlock struct{ page, text string }
+
+// runBlocks are the marked sh blocks of the given pages, in order.
+func runBlocks(t testing.TB, pages ...string) []chartBlock {
 	t.Helper()
 	root, err := framework.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, helmDoc))
-	if err != nil {
-		t.Fatalf("the chart's page: %v", err)
-	}
-	var blocks []string
-	lines := strings.Split(string(b), "\n")
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != runMarker {
-			continue
+	var blocks []chartBlock
+	for _, page := range pages {
+		b, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatalf("the chart's page: %v", err)
 		}
-		if i+1 >= len(lines) || lines[i+1] != "```sh" {
-			t.Fatalf("%s:%d: %s is not followed by a ```sh block", helmDoc, i+1, runMarker)
+		lines := strings.Split(string(b), "\n")
+		for i := 0; i < len(lines); i++ {
+			if strings.TrimSpace(lines[i]) != runMarker {
+				continue
+			}
+			if i+1 >= len(lines) || lines[i+1] != "```sh" {
+				t.Fatalf("%s:%d: %s is not followed by a ```sh block", page, i+1, runMarker)
+			}
+			var body []string
+			j := i + 2
+			for ; j < len(lines) && lines[j] != "```"; j++ {
+				body = append(body, lines[j])
+			}
+			if j == len(lines) {
+				t.Fatalf("%s:%d: the block is not closed", page, i+2)
+			}
+			blocks = append(blocks, chartBlock{page: page, text: strings.Join(body, "\n") + "\n"})
+			i = j
 		}
-		var body []string
-		j := i + 2
-		for ; j < len(lines) && lines[j] != "```"; j++ {
-			body = append(body, lines[j])
-		}
-		if j == len(lines) {
-			t.Fatalf("%s:%d: the block is not closed", helmDoc, i+2)
-		}
-		blocks = append(blocks, strings.Join(body, "\n")+"\n")
-		i = j
 	}
 	return blocks
 }
 
-// TestChartDocBlocks: the page runs an install of every shape, and
-// uninstalls each, so that chart-docs proves each shape's commands.
+// TestChartDocBlocks: each shape's page runs an install of its shape, and
+// every install the pages run is uninstalled, so that chart-docs proves
+// each shape's commands.
 func TestChartDocBlocks(t *testing.T) {
-	all := strings.Join(runBlocks(t), "")
 	for _, shape := range chartShapes {
-		if !strings.Contains(all, "helm install ") || !strings.Contains(all, "--set mode="+shape+" ") {
-			t.Errorf("%s runs no helm install with --set mode=%s", helmDoc, shape)
+		page := "docs/helm/" + shape + ".md"
+		var text strings.Builder
+		for _, b := range runBlocks(t, page) {
+			text.WriteString(b.text)
+		}
+		if all := text.String(); !strings.Contains(all, "helm install ") || !strings.Contains(all, "--set mode="+shape+" ") {
+			t.Errorf("%s runs no helm install with --set mode=%s", page, shape)
 		}
 	}
-	if i, u := strings.Count(all, "helm install "), strings.Count(all, "helm uninstall "); i != u {
-		t.Errorf("%s runs %d installs and %d uninstalls: every install it runs must be undone", helmDoc, i, u)
+	var all strings.Builder
+	for _, b := range runBlocks(t, helmDocs...) {
+		all.WriteString(b.text)
+	}
+	if i, u := strings.Count(all.String(), "helm install "), strings.Count(all.String(), "helm uninstall "); i != u {
+		t.Errorf("the chart's pages run %d installs and %d uninstalls: every install they run must be undone", i, u)
 	}
 }
 
@@ -124,22 +146,22 @@ func checkChartDocs(t *testing.T, c *Cluster) {
 			t.Errorf("delete namespace quantykube: %v", err)
 		}
 	})
-	blocks := runBlocks(t)
+	blocks := runBlocks(t, helmDocs...)
 	if len(blocks) == 0 {
-		t.Fatalf("%s marks no block to run", helmDoc)
+		t.Fatalf("%v mark no block to run", helmDocs)
 	}
 	for i, block := range blocks {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block.text)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, &out, &out
 		err := cmd.Run()
 		cancel()
 		if err != nil {
-			t.Fatalf("%s, block %d:\n%s\nfailed after %s: %v\n%s", helmDoc, i+1, block, time.Since(start).Round(time.Millisecond), err, out.String())
+			t.Fatalf("%s, block %d:\n%s\nfailed after %s: %v\n%s", block.page, i+1, block.text, time.Since(start).Round(time.Millisecond), err, out.String())
 		}
-		t.Logf("block %d (%s):\n%s%s", i+1, time.Since(start).Round(time.Millisecond), block, out.String())
+		t.Logf("%s, block %d (%s):\n%s%s", block.page, i+1, time.Since(start).Round(time.Millisecond), block.text, out.String())
 	}
 	var out, stderr bytes.Buffer
 	cmd := exec.CommandContext(t.Context(), helm, "list", "--all-namespaces", "--short", "--deployed", "--failed", "--pending", "--uninstalling")

@@ -114,10 +114,10 @@ every combination of values the templates cannot render correctly.
 {{- fail (printf "mode=%s needs database.existingSecret: a Secret whose key %q holds the database URL (kubectl create secret generic NAME --from-literal=%s='postgres://...')" .Values.mode .Values.database.endpointKey .Values.database.endpointKey) }}
 {{- end }}
 {{- if and (eq .Values.mode "sidecar") .Values.apiService.enabled .Values.apiService.register }}
-{{- fail "mode=sidecar: the APIService belongs in the tenant cluster, whose kube-apiserver runs in the pod: set apiService.register=false here and install mode=external against the tenant (docs/helm.md#sidecar)" }}
+{{- fail "mode=sidecar: the APIService belongs in the tenant cluster, whose kube-apiserver runs in the pod: set apiService.register=false here and install mode=external against the tenant (docs/helm/sidecar.md)" }}
 {{- end }}
 {{- if and (eq .Values.mode "sidecar") (not .Values.sidecar.kubeApiserver.pkiSecret) }}
-{{- fail "mode=sidecar needs sidecar.kubeApiserver.pkiSecret: the tenant kube-apiserver's certificates (docs/helm.md#sidecar)" }}
+{{- fail "mode=sidecar needs sidecar.kubeApiserver.pkiSecret: the tenant kube-apiserver's certificates (docs/helm/sidecar.md)" }}
 {{- end }}
 {{- if and (eq .Values.mode "sidecar") .Values.apiService.enabled (not .Values.apiService.kubeconfigSecret) }}
 {{- fail "mode=sidecar with apiService.enabled needs apiService.kubeconfigSecret: a kubeconfig of the tenant cluster the store asks about callers (the pod's service account belongs to this cluster, not the tenant's)" }}
