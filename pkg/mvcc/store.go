@@ -23,7 +23,7 @@ type Options struct {
 	// every watch stream has read but the newest; below it they stay, for
 	// a watch that starts a little in the past. The keep is as much as
 	// the live keys' values, at least 1 MiB and at most RingKeepBytes
-	// (default 4 MiB, at most RingBytes): a small store keeps no more
+	// (default 2 MiB, at most RingBytes): a small store keeps no more
 	// history in memory than it holds (ADR-022).
 	RingBytes     int
 	RingKeepBytes int
@@ -64,7 +64,7 @@ const DefaultLiveIndexBytes = 256 << 20
 
 // DefaultLiveIndexValueBytes is the default budget of the values the live
 // index holds (ADR-041).
-const DefaultLiveIndexValueBytes = 8 << 20
+const DefaultLiveIndexValueBytes = 6 << 20
 
 // Store is the revision log and the etcd semantics on top of it.
 type Store struct {
@@ -136,7 +136,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 		opts.RingBytes = 16 << 20
 	}
 	if opts.RingKeepBytes <= 0 {
-		opts.RingKeepBytes = 4 << 20
+		opts.RingKeepBytes = 2 << 20
 	}
 	if opts.LogReadBytes <= 0 {
 		opts.LogReadBytes = 16 << 20
