@@ -17,7 +17,8 @@ import (
 // behind the ring reads the log table instead.
 //
 // The ring keeps the events its followers (the watch streams) have not
-// read yet, up to maxBytes; while it holds more than keepBytes in all,
+// read yet, up to maxBytes; while it holds more than its keep in all
+// (keepFor, at most keepBytes),
 // it drops the revisions every follower has read, the newest aside:
 // those are only memory, and a store without a watcher behind would
 // otherwise hold maxBytes of them at all times.
