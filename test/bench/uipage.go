@@ -200,7 +200,7 @@ func (u *uiAPI) firstView(ctx context.Context) (time.Duration, int, int, error) 
 		return 0, 0, 0, err
 	}
 	data, err := u.get(ctx, strings.TrimSuffix(uiBase, "ui/")+"changes?q="+base64.RawURLEncoding.EncodeToString(q)+
-		"&exclude=events&exclude=leases.coordination.k8s.io", "application/json")
+		"&exclude=events&exclude=leases.coordination.k8s.io", "application/json;as=decoded")
 	if err != nil {
 		return 0, 0, 0, err
 	}
