@@ -60,7 +60,7 @@ func BenchmarkDecodePage(b *testing.B) {
 		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "shop", Labels: map[string]string{"app": "web", "pod-template-hash": "6c58b9c486"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: "Update", APIVersion: "v1", FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{},"f:containerStatuses":{},"f:phase":{}}}`)}}}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:conditions":{},"f:containerStatuses":{},"f:phase":{}}}`)}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1.2.3",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
 				Env:       []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 1000)}}}}},
