@@ -60,12 +60,16 @@ export async function deletedView(main, p) {
     h('thead', {}, h('tr', {}, ['object', 'namespace', 'deleted', 'revision', ''].map((x) => h('th', {}, x)))),
     h('tbody', {}, gone.map((e) => {
       const l = label(e.prevKv || e.kv);
-      const before = e.prevKv ? e.prevKv.modRevision : 0;
+      const last = e.prevKv && e.prevKv.object;
+      const began = last && last.metadata && last.metadata.deletionTimestamp ? Date.parse(last.metadata.deletionTimestamp) : e.unixMs;
+      // A namespace's objects, as they were a second before its
+      // deletion began: restore the namespace first, then revert them.
+      const nsRevert = l.kind === 'namespace' ? h('a', { href: route('revert', { ns: l.name, since: new Date(began - 1000).toISOString() }), test: 'deleted-revert' }, 'then its objects') : null;
       return h('tr', { test: 'deleted-row', 'data-revision': e.revision },
         h('td', {}, h('a', { href: route('object', { key: e.kv.key }) }, l.kind + '/' + l.name)),
         h('td', {}, l.namespace),
         h('td', {}, fmtTime(e.unixMs)),
         h('td', {}, String(e.revision)),
-        h('td', {}, before ? h('a', { href: route('object', { key: e.kv.key, rev: before, view: 'restore' }), test: 'deleted-restore' }, 'restore') : ''));
+        h('td', {}, h('a', { href: route('object', { key: e.kv.key, view: 'restore' }), test: 'deleted-restore' }, 'restore'), nsRevert ? ' · ' : '', nsRevert));
     })))));
 }

@@ -114,6 +114,19 @@ function deletion(entries) {
     'Deleted at ' + fmtTime(e.unixMs) + ' (revision ' + e.revision + '); ' + by + '.');
 }
 
+// restorable is, for an object that is gone, its newest state from
+// before its deletion began (a state with a deletionTimestamp would only
+// let the deletion go on, and the store refuses to restore it), as
+// kubectl quanty deleted offers it; 0 for an object that exists.
+function restorable(entries) {
+  if (!entries.length || !entries[entries.length - 1].deleted) return 0;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const o = stateOf(entries[i]).after;
+    if (o && !(o.metadata && o.metadata.deletionTimestamp)) return entries[i].revision;
+  }
+  return 0;
+}
+
 export async function objectView(main, p) {
   const key = p.get('key');
   if (!key) {
@@ -138,7 +151,7 @@ export async function objectView(main, p) {
   const del = deletion(entries);
   if (del) main.appendChild(del);
 
-  const revB = Number(p.get('rev')) || newest.revision;
+  const revB = Number(p.get('rev')) || restorable(entries) || newest.revision;
   const ib = entries.findIndex((e) => e.revision === (stateAt(entries, revB) || newest).revision);
   const eb = entries[ib];
   const ea = p.get('a') ? stateAt(entries, Number(p.get('a'))) : entries[ib - 1] || null;
