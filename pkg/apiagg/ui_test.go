@@ -332,3 +332,29 @@ func (e *env) restoreWith(user string, body []byte, query string, hdr map[string
 	code, b, _ := e.asWith("POST", base+"/restores"+query, body, user, hdr)
 	return code, b
 }
+
+// A dry run of a deleted Service's restore holds none of its ClusterIPs:
+// holding them is a write of its own, made only for the restore itself.
+func TestRestoreDryRunHoldsNothing(t *testing.T) {
+	e := newEnv(t)
+	key := "/registry/services/specs/ns1/web"
+	web := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: "u1"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.10", ClusterIPs: []string{"10.0.0.10"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	made := e.put(key, stored(t, web))
+	gone := e.del(key)
+	e.grants.allow["carol"] = []string{"get services web in namespace ns1", "create services in namespace ns1"}
+	code, b := e.restoreWith("carol", mustMarshal(t, &historypb.Request{Key: []byte(key), Revision: made}), "?dryRun=All", nil)
+	if code != http.StatusOK || e.store.Rev() != gone {
+		t.Fatalf("dry run: %d %s, store at %d (want %d)", code, b, e.store.Rev(), gone)
+	}
+	if len(e.cluster.ips) != 0 || len(e.cluster.released) != 0 {
+		t.Errorf("a dry run held %v, released %v", e.cluster.ips, e.cluster.released)
+	}
+	if m := e.dry.methods(); len(m) != 1 || m[0] != "POST" {
+		t.Errorf("kube-apiserver's dry runs: %v, want the POST of the create", m)
+	}
+	// The restore itself holds them.
+	if code, b := e.restore("carol", &historypb.Request{Key: []byte(key), Revision: made}); code != 200 || e.cluster.ips["10.0.0.10"] != "services ns1/web" {
+		t.Fatalf("the restore: %d %s, held %v", code, b, e.cluster.ips)
+	}
+}
