@@ -24,6 +24,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,7 +103,11 @@ type Config struct {
 	EtcdPrefix string
 	// MaxRequestBytes bounds a request (default DefaultMaxRequestBytes).
 	MaxRequestBytes int
-	Logger          *slog.Logger
+	// DecodeValue turns a stored value into its object's JSON, or says
+	// why it cannot, for answers in JSON (the web page's); nil: values
+	// are not decoded (uidecode.Decode links every built-in API type).
+	DecodeValue func([]byte) (json.RawMessage, string)
+	Logger      *slog.Logger
 	// Reviewer decides access instead of SubjectAccessReviews, DryRunner
 	// answers restores' dry runs and Cluster the store's own questions
 	// instead of kube-apiserver (tests).

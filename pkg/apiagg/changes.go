@@ -223,7 +223,7 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 	if c.denied > 0 {
 		s.log.Debug("changes: left out what the caller may not list", "user", c.u.GetName(), "scopes_denied", c.denied)
 	}
-	writeProto(w, resp)
+	s.writeAnswer(w, r, resp)
 }
 
 // narrowToScope narrows req's range to the keys of the one resource the

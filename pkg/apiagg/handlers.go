@@ -29,6 +29,10 @@ func (s *Server) routes() http.Handler {
 			serve  func(http.ResponseWriter, *http.Request)
 		}
 		var rt route
+		if r.URL.Path == uiPath || strings.HasPrefix(r.URL.Path, uiPath+"/") {
+			serveUI(w, r)
+			return
+		}
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/livez":
 			rt = route{http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
@@ -141,7 +145,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, endpoint string, c
 		writeStatus(w, asStatus(err))
 		return
 	}
-	writeProto(w, resp)
+	s.writeAnswer(w, r, resp)
 }
 
 func writeProto(w http.ResponseWriter, m proto.Message) {

@@ -54,6 +54,10 @@ func sensitiveResource(r storagekey.Resource) bool {
 // Then each attempt of the restore is checked against the key's state as
 // the attempt's conditional write will find it (restoreCheck).
 func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
+	if err := browserWriteCheck(r); err != nil {
+		writeStatus(w, err)
+		return
+	}
 	req, err := s.body(w, r)
 	if err != nil {
 		writeStatus(w, err)
@@ -77,8 +81,16 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &restoreRun{}
+	if run.dryRun, err = dryRunParam(r); err != nil {
+		writeStatus(w, err)
+		return
+	}
 	resp, err := s.svc.RestoreChecked(ctx, req, b, func(ctx context.Context, cur, old *mvccpb.KeyValue) (*history.RestoreWrite, error) {
 		if !isObject {
+			if run.dryRun {
+				run.preview(old, nil)
+				return nil, errPreviewed
+			}
 			return nil, nil // the raw-access groups may restore any key
 		}
 		return s.restoreCheck(ctx, run, req, o, cur, old)
@@ -86,8 +98,16 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 	if err != nil || resp.NewRevision == 0 {
 		s.release(ctx, o, run.held)
 	}
+	if run.withoutStatus != "" && (resp != nil && resp.NewRevision != 0 || errors.Is(err, errPreviewed)) {
+		// kubectl prints a Warning header as kube-apiserver's own warnings.
+		w.Header().Add("Warning", `299 - "`+strings.ReplaceAll(run.withoutStatus, `"`, `'`)+`"`)
+	}
 	var refused apierrors.APIStatus
 	switch {
+	case errors.Is(err, errPreviewed):
+		s.log.Info("audit: restore dry run", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key), "revision", req.Revision, "unix_ms", req.UnixMs)
+		s.writeAnswer(w, r, &historypb.RestoreResponse{Revision: req.Revision, Kv: run.written})
+		return
 	case errors.As(err, &refused):
 		writeStatus(w, err)
 		return
@@ -97,17 +117,46 @@ func (s *Server) serveRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("audit: restore", "user", u.GetName(), "groups", u.GetGroups(), "key", string(req.Key),
 		"revision", resp.Revision, "unix_ms", req.UnixMs, "new_revision", resp.NewRevision, "without_status", run.withoutStatus != "")
-	if run.withoutStatus != "" && resp.NewRevision != 0 {
-		// kubectl prints a Warning header as kube-apiserver's own warnings.
-		w.Header().Add("Warning", `299 - "`+strings.ReplaceAll(run.withoutStatus, `"`, `'`)+`"`)
-	}
-	writeProto(w, resp)
+	s.writeAnswer(w, r, resp)
 }
 
 // restoreRun is what one restore's attempts leave for its answer.
 type restoreRun struct {
 	held          []string // ClusterIPs held for it, to release if it is not written
 	withoutStatus string   // why the status was not written as it was, if it was not
+	dryRun        bool     // check everything, write nothing, answer what would be written
+	written       *mvccpb.KeyValue
+}
+
+// errPreviewed ends a dry run's restore once every check has passed,
+// before anything is written.
+var errPreviewed = errors.New("restore previewed: nothing written")
+
+// preview keeps what the restore would write: old's value, or the value
+// the checks shaped from it (the live status kept); nil for absence.
+func (run *restoreRun) preview(old *mvccpb.KeyValue, w *history.RestoreWrite) {
+	if old == nil {
+		return
+	}
+	run.written = &mvccpb.KeyValue{Key: old.Key, Value: old.Value}
+	if w != nil && w.Value != nil {
+		run.written.Value = w.Value
+	}
+}
+
+// dryRunParam reads dryRun=All, as kube-apiserver names a dry run: the
+// restore is checked as it would be written (the SubjectAccessReviews,
+// the store's own rules, kube-apiserver's dry run as the caller) and
+// answered with what it would write, and nothing is written.
+func dryRunParam(r *http.Request) (bool, error) {
+	v, ok := r.URL.Query()["dryRun"]
+	if !ok {
+		return false, nil
+	}
+	if len(v) != 1 || v[0] != "All" {
+		return false, badRequest("dryRun must be All (a restore checked and not written), or absent")
+	}
+	return true, nil
 }
 
 // restoreCheck decides one attempt of a restore of the object o from its
@@ -141,6 +190,12 @@ func (s *Server) restoreCheck(ctx context.Context, run *restoreRun, req *history
 		if err := s.dryRunChecks(ctx, req, o, cur, old, raw, statusWritten); err != nil {
 			return nil, err
 		}
+	}
+	if run.dryRun {
+		// Everything is checked; what a write would do to kube-apiserver's
+		// allocations (holdFor) is a write of its own, not made.
+		run.preview(old, w)
+		return nil, errPreviewed
 	}
 	if cur == nil && old != nil && o.Group == "" && o.Resource.Resource == "services" {
 		if err := s.holdFor(ctx, run, o, old, w); err != nil {
