@@ -48,6 +48,12 @@ function stateAt(entries, rev) {
   return s;
 }
 
+// head names a diff's side: its entry's label, or its revision.
+function head(e, obj) {
+  if (!e) return 'absent';
+  return (e.label || 'revision ' + e.revision) + (obj ? '' : ' (absent)');
+}
+
 function diffTable(a, b, ea, eb, show) {
   const ma = masker(a, show), mb = masker(b, show);
   const fa = flatten(a), fb = flatten(b);
@@ -66,8 +72,8 @@ function diffTable(a, b, ea, eb, show) {
     h('p', { class: 'note', test: 'diff-summary' }, onlyChanged.length + ' field' + (onlyChanged.length === 1 ? '' : 's') + ' differ'),
     h('table', { class: 'diff', test: 'diff' },
       h('thead', {}, h('tr', {}, h('th', {}, 'field'),
-        h('th', {}, ea ? 'revision ' + ea.revision + (a ? '' : ' (absent)') : 'absent'),
-        h('th', {}, eb ? 'revision ' + eb.revision + (b ? '' : ' (absent)') : 'absent'))),
+        h('th', {}, head(ea, a)),
+        h('th', {}, head(eb, b)))),
       h('tbody', {}, rows)));
 }
 
@@ -104,7 +110,7 @@ function deletion(entries) {
   const by = before && before.metadata && before.metadata.deletionTimestamp
     ? 'its deletion began at ' + before.metadata.deletionTimestamp + ' (finalizers ran, the last by ' + (manager(before) || 'an unnamed manager') + ')'
     : 'the store does not record who deletes (kube-apiserver\'s audit log does)';
-  return h('p', { class: 'deleted', test: 'object-deleted' },
+  return h('p', { class: 'gone', test: 'object-deleted' },
     'Deleted at ' + fmtTime(e.unixMs) + ' (revision ' + e.revision + '); ' + by + '.');
 }
 

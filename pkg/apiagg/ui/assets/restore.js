@@ -33,7 +33,7 @@ export async function restoreView(body, key, entries, eb, show) {
   clear(out);
   if (preview.warning) out.appendChild(h('p', { class: 'warning', test: 'restore-warning' }, preview.warning));
   out.appendChild(verdict(true, 'What would be written, against the object now:'));
-  out.appendChild(diffTable(live, written, newest, { revision: 'to write' }, show));
+  out.appendChild(diffTable(live, written, { label: 'now (revision ' + newest.revision + ')' }, { label: 'to be written' }, show));
   const confirm = h('button', { type: 'button', class: 'danger', test: 'restore-confirm' }, 'Restore revision ' + eb.revision);
   const result = h('div', { test: 'restore-result', 'aria-live': 'polite' });
   confirm.addEventListener('click', async () => {

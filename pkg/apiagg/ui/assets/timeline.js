@@ -124,7 +124,7 @@ function controls(p, w) {
       h('a', { href: at(w.from - span, w.to - span, false), test: 'window-earlier' }, '◀ Earlier'),
       h('a', { href: at(mid - span / 4, mid + span / 4, false), test: 'zoom-in' }, 'Zoom in'),
       h('a', { href: at(mid - span, mid + span, w.live), test: 'zoom-out' }, 'Zoom out'),
-      h('a', { href: at(w.from + span, w.to + span, w.to + span >= Date.now()), test: 'window-later' }, 'Later ▶'),
+      w.live ? null : h('a', { href: at(w.from + span, w.to + span, w.to + span >= Date.now()), test: 'window-later' }, 'Later ▶'),
       h('span', { class: 'window' }, fmtTime(w.from) + ' – ' + (w.live ? 'now (live)' : fmtTime(w.to)))));
 }
 
@@ -201,13 +201,14 @@ export async function timelineView(main, p) {
 function live(p, w, rows, getHeader, setHeader, render, main) {
   const tick = async () => {
     try {
-      // One request (its continue token is bound to it) from the first
-      // revision not yet seen, ascending, paged to its end.
-      const from = getHeader() + 1;
+      // One request (its continue token is bound to it) from the newest
+      // revision seen (the one after it may not exist yet, which the
+      // store refuses), ascending, paged to its end.
+      const from = getHeader();
       let cont = '', newest = 0;
       do {
         const resp = await get('changes', { key: prefix, rangeEnd: prefixEnd, revision: from, limit: pageLimit, continue: cont }, params(p));
-        const fresh = resp.entries.map(rowOf).reverse();
+        const fresh = resp.entries.filter((e) => e.revision > from).map(rowOf).reverse();
         rows.unshift(...fresh);
         if (!newest) newest = resp.headerRevision || 0;
         cont = resp.continue || '';
