@@ -246,6 +246,9 @@ func checkUIInert(t *testing.T, b *Browser, s *UISession, o uiObjects) {
 		b.Do(t, "the payloads in "+view,
 			chromedp.Navigate(s.URL+view),
 			WaitFor(`document.body.innerText.includes('onerror=alert') || document.querySelector('[data-test=error]')`))
+		if n := Eval[int](t, b, `document.querySelectorAll('a[href^="javascript:" i], [onerror], [onclick]').length`); n != 0 {
+			t.Errorf("%s: %d elements with a javascript: link or an event attribute", view, n)
+		}
 		imgs := Eval[int](t, b, `document.querySelectorAll('img').length`)
 		scripts := Eval[int](t, b, `document.querySelectorAll('script').length`)
 		if errs := texts(t, b, `[data-test=error]`); len(errs) > 0 {
