@@ -66,20 +66,15 @@ func (browserWriteError) Error() string {
 	return "a restore sent by a browser must carry the header " + ui.Header + ": 1 (the web page sends it)"
 }
 
-// wantsJSON is whether the caller asked for JSON answers only (the web
-// page does): the History messages with each value decoded to its
-// object. kubectl get --raw, which kubectl-quanty runs, sends
-// "application/json, */*" and reads the protobuf messages.
+// wantsJSON is whether the caller asked for JSON answers (the web page
+// does): the History messages with each value decoded to its object.
 func wantsJSON(r *http.Request) bool {
-	json := false
 	for _, a := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(a))
-		if err != nil || mt != "application/json" {
-			return false
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(a)); err == nil && mt == "application/json" {
+			return true
 		}
-		json = true
 	}
-	return json
+	return false
 }
 
 // jsonKV is a KeyValue as the JSON answers give it: the key as text and
