@@ -224,7 +224,7 @@ func TestRestoreDryRunParam(t *testing.T) {
 	e.grants.allow["carol"] = []string{"get configmaps app in namespace ns1", "update configmaps app in namespace ns1"}
 	body := mustMarshal(t, &historypb.Request{Key: []byte(key), Revision: first})
 
-	code, b := e.restoreWith("carol", body, "?dryRun=All", map[string]string{"Accept": "application/json"})
+	code, b := e.restoreWith("carol", body, "?dryRun=All", map[string]string{"Accept": apiagg.JSONType})
 	var got struct {
 		Revision    int64
 		NewRevision int64
@@ -270,7 +270,7 @@ func TestJSONAnswers(t *testing.T) {
 	e.del(key)
 	e.grants.allow["carol"] = []string{"get configmaps app in namespace ns1"}
 	path := base + "/logs" + q(&historypb.Request{Key: []byte(key)})
-	code, b, h := e.asWith("GET", path, nil, "carol", map[string]string{"Accept": "application/json"})
+	code, b, h := e.asWith("GET", path, nil, "carol", map[string]string{"Accept": apiagg.JSONType})
 	var l struct {
 		Entries []struct {
 			Revision int64
@@ -284,7 +284,7 @@ func TestJSONAnswers(t *testing.T) {
 		}
 		HeaderRevision int64
 	}
-	if err := json.Unmarshal(b, &l); code != 200 || err != nil || h.Get("Content-Type") != "application/json" || len(l.Entries) != 3 {
+	if err := json.Unmarshal(b, &l); code != 200 || err != nil || h.Get("Content-Type") != apiagg.JSONType || len(l.Entries) != 3 {
 		t.Fatalf("JSON log: %d %s %v %s", code, h.Get("Content-Type"), err, b)
 	}
 	if o := string(l.Entries[0].KV.Object); !strings.Contains(o, `"data":{"k":"v"}`) || !strings.Contains(o, `"kind":"ConfigMap"`) {
@@ -296,8 +296,12 @@ func TestJSONAnswers(t *testing.T) {
 	if d := l.Entries[2]; d.Deleted != 1 || d.PrevKV == nil || !strings.Contains(d.PrevKV.Problem, "encrypted") {
 		t.Errorf("the delete: %+v", d)
 	}
-	if code, b, h := e.asWith("GET", path, nil, "carol", nil); code != 200 || h.Get("Content-Type") != "application/vnd.google.protobuf" || json.Valid(b) {
-		t.Errorf("without Accept: %d %s, want protobuf", code, h.Get("Content-Type"))
+	// kubectl get --raw asks for JSON and anything else, and reads the
+	// protobuf it gets.
+	for _, accept := range []string{"", "application/json, */*", "application/json"} {
+		if code, b, h := e.asWith("GET", path, nil, "carol", map[string]string{"Accept": accept}); code != 200 || h.Get("Content-Type") != "application/vnd.google.protobuf" || json.Valid(b) {
+			t.Errorf("Accept %q: %d %s, want protobuf", accept, code, h.Get("Content-Type"))
+		}
 	}
 }
 

@@ -66,11 +66,16 @@ func (browserWriteError) Error() string {
 	return "a restore sent by a browser must carry the header " + ui.Header + ": 1 (the web page sends it)"
 }
 
-// wantsJSON is whether the caller asked for JSON answers (the web page
-// does): the History messages with each value decoded to its object.
+// JSONType is the media type the web page asks for (Accept): the History
+// messages in JSON with each value decoded to its object. Plain
+// application/json does not do: kubectl get --raw asks for it (with
+// */*) and reads the protobuf it is given.
+const JSONType = "application/json;as=decoded"
+
+// wantsJSON is whether the caller asked for JSONType.
 func wantsJSON(r *http.Request) bool {
 	for _, a := range strings.Split(r.Header.Get("Accept"), ",") {
-		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(a)); err == nil && mt == "application/json" {
+		if mt, params, err := mime.ParseMediaType(strings.TrimSpace(a)); err == nil && mt == "application/json" && params["as"] == "decoded" {
 			return true
 		}
 	}
@@ -132,7 +137,7 @@ func (s *Server) jsonKV(kv *mvccpb.KeyValue) *jsonKV {
 }
 
 // writeAnswer writes a History answer in protobuf, or in JSON when the
-// caller asked for it.
+// caller asked for JSONType.
 func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, m proto.Message) {
 	if !wantsJSON(r) {
 		writeProto(w, m)
@@ -158,5 +163,5 @@ func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, m proto.Mes
 		writeProto(w, m)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSONAs(w, http.StatusOK, JSONType, v)
 }

@@ -85,7 +85,13 @@ type changesResult struct {
 	reads             opStats // the pages
 	entries           int     // the last page's
 	etcd              opStats // etcd's updates, if measured
+	views             []time.Duration
+	uiBytes           int // the page's scripts and styles
+	uiEntries         int // its first data page's
 }
+
+// uiViews is how many first views of the web page a round measures.
+const uiViews = 10
 
 // runChanges measures on a copy of the cached growth data (the updates
 // change it), rounds times, the rounds' requests pooled.
@@ -104,7 +110,11 @@ func runChanges(ctx context.Context, qkBin, etcdBin, cacheDir, workDir string, c
 			return err
 		}
 		logf("changes: round %d of %d: data copied in %v (load %s)", round, rounds, time.Since(t0).Round(time.Second), loadAvg())
-		srv, err := startGrowthServer(ctx, qkBin, dir, "--retain", "0")
+		ui, err := newUIAPI(workDir)
+		if err != nil {
+			return err
+		}
+		srv, err := startGrowthServer(ctx, qkBin, dir, append([]string{"--retain", "0"}, ui.args...)...)
 		if err != nil {
 			return err
 		}
@@ -122,6 +132,16 @@ func runChanges(ctx context.Context, qkBin, etcdBin, cacheDir, workDir string, c
 			srv.stop()
 			return fmt.Errorf("changes: the first page: %d entries, %v", n, err)
 		}
+		// The web page's first view, before any update runs: the store
+		// as filled.
+		views, uiBytes, uiEntries, err := ui.firstViews(ctx, uiViews)
+		if err != nil {
+			srv.stop()
+			return fmt.Errorf("changes: the web page's first view: %w", err)
+		}
+		logf("changes: round %d: the web page's first view p50 %v, slowest %v (%d bytes of scripts and styles, %d entries)",
+			round, views[len(views)/2], views[len(views)-1], uiBytes, uiEntries)
+		all.views, all.uiBytes, all.uiEntries = append(all.views, views...), uiBytes, uiEntries
 		writers := srv.conns[1:]
 		// The machine is shared: phases of d/changesPairs alternate,
 		// alone and with the reader (the first of each pair in turn), so
@@ -224,6 +244,11 @@ func runChanges(ctx context.Context, qkBin, etcdBin, cacheDir, workDir string, c
 	fmt.Printf("| QuantyKube, updates with the reader | %s | %d | %s (%d) | %d |\n", ps(all.withReader), all.withReader.ops, ps(all.reads), all.entries, all.reads.ops)
 	if all.etcd.ops > 0 {
 		fmt.Printf("| etcd, updates alone (a fresh store) | %s | %d | | |\n", ps(all.etcd), all.etcd.ops)
+	}
+	if n := len(all.views); n > 0 {
+		slices.Sort(all.views)
+		fmt.Printf("\nThe web page's first view (the page, its %d bytes of scripts and styles, and the timeline's first page of changes in JSON, %d entries, through the aggregated API's TLS listener, a new connection each; no update running), %d views: p50 %s, slowest %s.\n",
+			all.uiBytes, all.uiEntries, n, fmtSec(all.views[n/2].Seconds()), fmtSec(all.views[n-1].Seconds()))
 	}
 	if a := all.alone.p99(); a > 0 {
 		fmt.Printf("\nThe writers' p99 with the reader is %.2fx their p99 without it.\n", float64(all.withReader.p99())/float64(a))

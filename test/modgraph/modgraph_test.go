@@ -122,3 +122,19 @@ func TestModuleGraphHasNoPluginModules(t *testing.T) {
 		}
 	}
 }
+
+// The web page's decoder links every built-in API type (ADR-047): a
+// program embedding pkg/endpoint builds none of them unless it sets
+// apiagg.Config.DecodeValue itself, and quantykube, which does, builds
+// them.
+func TestEmbedderLinksNoAPITypes(t *testing.T) {
+	const decoder, scheme = "github.com/quantyroot/quantykube/pkg/apiagg/uidecode", "k8s.io/client-go/kubernetes/scheme"
+	for _, pkg := range strings.Fields(goCmd(t, root, "list", "-deps", "./pkg/endpoint")) {
+		if pkg == decoder || pkg == scheme || pkg == "k8s.io/api/core/v1" {
+			t.Errorf("a program embedding pkg/endpoint builds %s", pkg)
+		}
+	}
+	if deps := " " + strings.Join(strings.Fields(goCmd(t, root, "list", "-deps", "./cmd/quantykube")), " ") + " "; !strings.Contains(deps, " "+decoder+" ") {
+		t.Errorf("quantykube does not build %s: its web page could not show built-in objects", decoder)
+	}
+}

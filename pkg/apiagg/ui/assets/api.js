@@ -1,7 +1,9 @@
 // The aggregated API as the page calls it: the same endpoints as
 // kubectl quanty, relative to the page (…/v1alpha1/ui/), so that the page
 // works through kube-apiserver and behind kubectl quanty ui's proxy alike.
-// Answers are asked for in JSON (values decoded by the server).
+// Answers are asked for in JSON, values decoded by the server (plain
+// application/json answers protobuf, as kubectl get --raw expects).
+const jsonType = 'application/json;as=decoded';
 
 // encodeRequest is a quantykube.Request (proto/history.proto) in protobuf.
 export function encodeRequest(r) {
@@ -65,7 +67,7 @@ export async function get(resource, request, params) {
   u.set('q', base64url(encodeRequest(request)));
   for (const [k, v] of params || []) u.append(k, v);
   const resp = await fetch('../' + resource + '?' + u.toString(), {
-    headers: { Accept: 'application/json' },
+    headers: { Accept: jsonType },
     credentials: 'same-origin',
     cache: 'no-store',
   });
@@ -80,7 +82,7 @@ export async function restore(request, dryRun) {
   const resp = await fetch('../restores' + (dryRun ? '?dryRun=All' : ''), {
     method: 'POST',
     headers: {
-      Accept: 'application/json',
+      Accept: jsonType,
       'Content-Type': 'application/vnd.google.protobuf',
       'X-Quanty-UI': '1',
     },

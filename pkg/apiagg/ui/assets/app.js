@@ -20,13 +20,17 @@
 //   restore-preview, restore-verdict (data-verdict="accepted"|"refused"),
 //   restore-reason (kube-apiserver's message), restore-warning,
 //   restore-confirm, restore-result, restore-done (data-new-revision)
-//   deleted, deleted-row (data-revision), error
+//   deleted, deleted-row (data-revision), deleted-restore, error
+//   revert-namespace, revert-since, revert-preview-button, revert-plan,
+//   revert-row (data-key), revert-choose, revert-verdict (data-verdict),
+//   revert-confirm, revert-result
 import { h, clear } from './dom.js';
 import { timelineView, stopLive } from './timeline.js';
 import { objectView } from './object.js';
 import { deletedView } from './deleted.js';
+import { revertView } from './revert.js';
 
-const views = { timeline: timelineView, object: objectView, deleted: deletedView };
+const views = { timeline: timelineView, object: objectView, deleted: deletedView, revert: revertView };
 
 let generation = 0;
 

@@ -125,7 +125,8 @@ function controls(p, w) {
       h('a', { href: at(mid - span / 4, mid + span / 4, false), test: 'zoom-in' }, 'Zoom in'),
       h('a', { href: at(mid - span, mid + span, w.live), test: 'zoom-out' }, 'Zoom out'),
       w.live ? null : h('a', { href: at(w.from + span, w.to + span, w.to + span >= Date.now()), test: 'window-later' }, 'Later ▶'),
-      h('span', { class: 'window' }, fmtTime(w.from) + ' – ' + (w.live ? 'now (live)' : fmtTime(w.to)))));
+      h('span', { class: 'window' }, fmtTime(w.from) + ' – ' + (w.live ? 'now (live)' : fmtTime(w.to))),
+      p.get('ns') ? h('a', { href: route('revert', { ns: p.get('ns'), since: isoOf(w.from) }), test: 'timeline-revert' }, 'Revert ' + p.get('ns') + ' to the window\'s start…') : null));
 }
 
 // histogram: the window's changes per slice, each bar a link to its slice.
