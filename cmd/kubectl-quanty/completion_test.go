@@ -89,8 +89,9 @@ func TestCompletionThroughKubectl(t *testing.T) {
 		want      []string
 		directive string
 	}{
-		{[]string{"quanty", ""}, []string{"blame", "changes", "completion", "deleted", "diff", "get", "help", "log", "restore", "revert", "undelete", "version"}, ":4"},
+		{[]string{"quanty", ""}, []string{"blame", "changes", "completion", "deleted", "diff", "get", "help", "log", "restore", "revert", "ui", "undelete", "version"}, ":4"},
 		{[]string{"quanty", "re"}, []string{"restore", "revert"}, ":4"},
+		{[]string{"quanty", "ui", "--no-"}, []string{"--no-browser"}, ":4"},
 		{[]string{"quanty", "get", "cm/web", "--rev", "1", "--show-s"}, []string{"--show-secrets"}, ":4"},
 		{[]string{"quanty", "get", "cm/web", "-o", ""}, []string{"yaml", "json", "name", "wide"}, ":4"},
 		{[]string{"quanty", "changes", "-o", ""}, []string{"table", "wide", "json", "yaml"}, ":4"},

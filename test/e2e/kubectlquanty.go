@@ -64,20 +64,7 @@ func (r ShellResult) String() string {
 // run is bounded; one that cannot start or is killed fails t.
 func (c *Cluster) Shell(t testing.TB, kubeconfig, stdin string, args ...string) ShellResult {
 	t.Helper()
-	if kubeconfig == "" {
-		kubeconfig = c.Kubeconfig
-	}
-	env := []string{
-		"PATH=" + c.pluginBin(t) + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"KUBECONFIG=" + kubeconfig,
-		"KUBECACHEDIR=" + filepath.Join(c.dir, "kubectl-cache"),
-		"KUBERC=off",
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBE") && !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
+	env := c.shellEnv(t, kubeconfig)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -96,4 +83,26 @@ func (c *Cluster) Shell(t testing.TB, kubeconfig, stdin string, args ...string) 
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, r)
 	}
 	return r
+}
+
+// shellEnv is Shell's environment: kubeconfig (the admin's when empty) in
+// KUBECONFIG, the plugin and kubectl first on PATH, no KUBE* setting of the
+// caller's.
+func (c *Cluster) shellEnv(t testing.TB, kubeconfig string) []string {
+	t.Helper()
+	if kubeconfig == "" {
+		kubeconfig = c.Kubeconfig
+	}
+	env := []string{
+		"PATH=" + c.pluginBin(t) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"KUBECONFIG=" + kubeconfig,
+		"KUBECACHEDIR=" + filepath.Join(c.dir, "kubectl-cache"),
+		"KUBERC=off",
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KUBE") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -39,6 +39,7 @@ var pluginChecks = []Check{
 	{"plugin-deleted-deployment", checkPluginDeletedDeployment},
 	{"plugin-timeline", checkPluginTimeline},
 	{"plugin-refused", checkPluginRefused},
+	{"ui", checkUI},
 }
 
 // pluginLastChecks come after every other check of the cluster: they take
@@ -69,7 +70,7 @@ const (
 )
 
 var docCommands = []string{docLog, docDiff, docGetRev, docRestore, docDeletedAll, docUndeleteDryRun, docUndelete, docGetAll, docDeleted, docRestoreDeploy,
-	docChanges3am, docBlame, docGetPodsAt, docRevertPlan, docRevert}
+	docChanges3am, docBlame, docGetPodsAt, docRevertPlan, docRevert, docUI}
 
 // docBlock is one fenced code block of the walk-through.
 type docBlock struct {

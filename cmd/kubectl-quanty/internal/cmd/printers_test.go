@@ -177,11 +177,17 @@ func TestEveryPrinterEscapes(t *testing.T) {
 	}
 	var untested []string
 	for _, name := range commands {
+		// ui prints nothing the cluster sends: the URL it made and the
+		// kubeconfig's server, through the same Screen; the page is the
+		// browser's to escape (test/e2e's ui check).
+		if name == "ui" {
+			continue
+		}
 		if !ran[name] {
 			untested = append(untested, name)
 		}
 	}
-	if len(untested) > 0 || len(ran) != len(commands) {
+	if len(untested) > 0 || len(ran) != len(commands)-1 {
 		t.Errorf("commands not checked: %q (ran %v)", untested, ran)
 	}
 }

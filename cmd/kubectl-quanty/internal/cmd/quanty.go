@@ -21,6 +21,7 @@ import (
 	logcmd "github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/log"
 	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/restore"
 	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/revert"
+	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/ui"
 	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/undelete"
 	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/cmd/util"
 	"github.com/quantyroot/quantykube/cmd/kubectl-quanty/internal/terminal"
@@ -31,7 +32,8 @@ const overview = `kubectl quanty: the history of Kubernetes objects kept by Quan
 Every command goes through kubectl (kubectl get --raw, kubectl create --raw)
 to the aggregated API quanty.quantyroot.io/v1alpha1, with each of kubectl's
 global flags that is given passed on (--kubeconfig, --context,
--n/--namespace, --as, --server, --token, ...: kubectl options lists them).
+-n/--namespace, --as, --server, --token, ...: kubectl options lists them);
+ui reads the same flags and kubeconfig as kubectl does, for its proxy.
 TYPE is what kubectl takes: a resource, its singular, kind or short name,
 optionally with .GROUP (deploy, deployments.apps, Widget.example.com).
 TIME is RFC 3339 (2026-05-01T12:00:00Z), a local date-time
@@ -72,6 +74,7 @@ func NewCmdQuanty(f *util.Factory, streams genericiooptions.IOStreams, version s
 		blame.NewCmdBlame(f, streams),
 		revert.NewCmdRevert(f, streams),
 		changes.NewCmdChanges(f, streams),
+		ui.NewCmdUI(f, streams),
 	} {
 		c.Annotations = withAnnotation(c.Annotations, historyCommand, "true")
 		root.AddCommand(c)
@@ -192,6 +195,10 @@ func help(cmd *cobra.Command, f *util.Factory) string {
 	if own.HasFlags() {
 		fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
 	}
-	fmt.Fprintf(&b, "\nkubectl's flags, passed on to every kubectl it runs (only those given):\n%s", f.KubectlFlags.FlagUsages())
+	if cmd.Annotations[ui.RESTConfigAnnotation] != "" {
+		fmt.Fprintf(&b, "\nkubectl's flags, read as kubectl reads them to reach the cluster:\n%s", f.KubectlFlags.FlagUsages())
+	} else {
+		fmt.Fprintf(&b, "\nkubectl's flags, passed on to every kubectl it runs (only those given):\n%s", f.KubectlFlags.FlagUsages())
+	}
 	return b.String()
 }

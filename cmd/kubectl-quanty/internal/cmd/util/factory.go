@@ -23,8 +23,8 @@ import (
 type Factory struct {
 	// ConfigFlags are kubectl's global flags as cli-runtime parses them,
 	// with the deprecated --username and --password kubectl still takes
-	// (ADR-024). The plugin never builds a client from them: it passes
-	// those given on to every kubectl it runs.
+	// (ADR-024). The plugin passes those given on to every kubectl it
+	// runs; ui alone builds a client-go transport from them (ADR-048).
 	ConfigFlags *genericclioptions.ConfigFlags
 	// KubectlFlags holds ConfigFlags' flags and no other.
 	KubectlFlags *pflag.FlagSet
