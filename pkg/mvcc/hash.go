@@ -44,11 +44,11 @@ import (
 // part of it; one revision changes a key at most once, so nothing is lost.
 // Commit times are no part of it: an import from etcd cannot know them.
 //
-// The live keys are read a page at a time, each page a statement of its
-// own at the pinned revision R (ListSQL.AtLimit, the statement of a Range
-// at a past revision), so memory holds a page, not the store, and the
-// hash holds whatever commits meanwhile; the history is read in windows
-// of revisions the same way (WatchSQL.Events). The floors are read again
+// The live keys are read a page at a time in one read transaction, whose
+// snapshot holds whatever commits meanwhile: memory holds a page, not the
+// store (hashKeys). The history is read in windows of revisions, each a
+// statement of its own (WatchSQL.Events): the rows of revisions up to R
+// do not change, and SQLite's WAL is not held for the whole pass. The floors are read again
 // at the end: a hash that retention or a Compact overtook is refused.
 
 // HashQuery asks for the hash of the state at a revision.
@@ -67,11 +67,12 @@ type HashResult struct {
 	Sum [sha256.Size]byte
 	// Rev is the revision hashed; Floor the etcd API's floor when the
 	// hash began; Keys the live keys at Rev; Revisions and Changes the
-	// history hashed (with HashQuery.History).
-	Rev, Floor               int64
-	Keys, Revisions, Changes int64
-	History                  bool
-	HistoryFrom              int64
+	// history hashed (with HashQuery.History); Bytes the live keys' and
+	// values' bytes.
+	Rev, Floor                      int64
+	Keys, Bytes, Revisions, Changes int64
+	History                         bool
+	HistoryFrom                     int64
 }
 
 // Hex is the hash in hexadecimal, as `quantykube check hash` prints it.
@@ -83,8 +84,9 @@ func (h *HashResult) Uint32() uint32 { return binary.BigEndian.Uint32(h.Sum[:4])
 
 const hashMagic = "quantykube state hash v1\x00"
 
-// hashPageRows and hashPageBytes bound one page of live keys: a page of
-// large values asks for fewer keys next time.
+// hashPageRows and hashPageBytes bound one page of live keys at the
+// latest revision (ten times the rows at a past one): a page of large
+// values asks for fewer keys next time.
 var hashPageRows = 1000
 
 const (
@@ -99,7 +101,7 @@ type floorReader func(ctx context.Context) (rev, floor, logFloor int64, err erro
 
 // hashState computes q's hash on the pool db with the statements st;
 // floors reads the revision and floors the checks use.
-func hashState(ctx context.Context, db Querier, st *Statements, q HashQuery, floors floorReader) (*HashResult, error) {
+func hashState(ctx context.Context, db *sql.DB, st *Statements, q HashQuery, floors floorReader) (*HashResult, error) {
 	rev, floor, logFloor, err := floors(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hash: read the revision and floors: %w", err)
@@ -150,14 +152,38 @@ func hashState(ctx context.Context, db Querier, st *Statements, q HashQuery, flo
 	return res, nil
 }
 
-// hashKeys writes every key live at rev into h, a page at a time.
-func hashKeys(ctx context.Context, db Querier, st *Statements, rev int64, h hash.Hash, res *HashResult) error {
+// hashKeys writes every key live at rev into h, a page at a time, in
+// one read transaction: when rev is that snapshot's own revision the
+// pages read the live rows (ListSQL.LatestLimit), a seek each; else they
+// read the state at rev (ListSQL.AtLimit), whose union of live rows and
+// changed keys is sorted again for each page: on PostgreSQL and MySQL
+// that costs a read of the rest of the range per page.
+func hashKeys(ctx context.Context, db *sql.DB, st *Statements, rev int64, h hash.Hash, res *HashResult) error {
+	tx, err := db.BeginTx(ctx, readTxOptions)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var head, floor int64
+	if err := tx.QueryRowContext(ctx, st.Meta.RevFloor).Scan(&head, &floor); err != nil {
+		return err
+	}
+	if rev > head {
+		// Only a database that went back (a failover, ADR-027).
+		return fmt.Errorf("the database is at %d, behind the revision hashed: %w", head, ErrFutureRev)
+	}
+	// A past revision's pages are ten times larger (within the bytes'
+	// bound): each costs a read of the rest of the range.
+	list, pageRows := &st.Range.List.AtLimit, int64(10*hashPageRows)
+	if rev == head {
+		list, pageRows = &st.Range.List.LatestLimit, int64(hashPageRows)
+	}
 	kr := KeyRange{Key: []byte{0}, Unbounded: true}
 	var last []byte
-	limit := int64(hashPageRows)
+	limit := pageRows
 	for {
-		args := append(rangeArgs(kr, rev, true), limit)
-		rows, err := db.QueryContext(ctx, st.Range.List.AtLimit.of(kr), args...)
+		args := append(rangeArgs(kr, rev, rev < head), limit)
+		rows, err := tx.QueryContext(ctx, list.of(kr), args...)
 		if err != nil {
 			return err
 		}
@@ -190,17 +216,18 @@ func hashKeys(ctx context.Context, db Querier, st *Statements, rev int64, h hash
 			return err
 		}
 		res.Keys += n
+		res.Bytes += int64(size)
 		if n < limit {
 			return nil
 		}
 		kr = KeyRange{Key: append(bytes.Clone(last), 0), Unbounded: true}
-		limit = max(1, min(int64(hashPageRows), int64(hashPageBytes)/max(1, int64(size)/n)))
+		limit = max(1, min(pageRows, int64(hashPageBytes)/max(1, int64(size)/n)))
 	}
 }
 
 // hashHistory writes the log's changes with from < revision <= to into h,
 // a window of revisions at a time.
-func hashHistory(ctx context.Context, db Querier, st *Statements, from, to int64, h hash.Hash, res *HashResult) error {
+func hashHistory(ctx context.Context, db *sql.DB, st *Statements, from, to int64, h hash.Hash, res *HashResult) error {
 	all := KeyRange{Key: []byte{0}, Unbounded: true}
 	var cur int64
 	var sum [sha256.Size]byte
