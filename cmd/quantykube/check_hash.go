@@ -80,9 +80,9 @@ type hashReport struct {
 	HistoryFrom *int64 `json:"historyFrom,omitempty"`
 	Revisions   int64  `json:"historyRevisions,omitempty"`
 	Changes     int64  `json:"historyChanges,omitempty"`
-	// HashKV is what the etcd API's HashKV answers at the revision
-	// without the history: the hash's first four bytes.
-	HashKV uint32 `json:"hashKV"`
+	// HashKV is what the etcd API's HashKV answers at the revision: the
+	// hash's first four bytes, when it covers no history.
+	HashKV *uint32 `json:"hashKV,omitempty"`
 }
 
 func writeHash(w io.Writer, output string, res *mvcc.HashResult) error {
@@ -91,9 +91,12 @@ func writeHash(w io.Writer, output string, res *mvcc.HashResult) error {
 		_, err := fmt.Fprintln(w, res.Hex())
 		return err
 	case "json":
-		rep := hashReport{Hash: res.Hex(), Revision: res.Rev, Keys: res.Keys, Floor: res.Floor, HashKV: res.Uint32()}
+		rep := hashReport{Hash: res.Hex(), Revision: res.Rev, Keys: res.Keys, Floor: res.Floor}
 		if res.History {
 			rep.HistoryFrom, rep.Revisions, rep.Changes = &res.HistoryFrom, res.Revisions, res.Changes
+		} else {
+			kv := res.Uint32()
+			rep.HashKV = &kv
 		}
 		b, err := json.Marshal(rep)
 		if err != nil {
@@ -106,8 +109,9 @@ func writeHash(w io.Writer, output string, res *mvcc.HashResult) error {
 	fmt.Fprintf(w, "revision  %d (floor %d)\n", res.Rev, res.Floor)
 	fmt.Fprintf(w, "keys      %d\n", res.Keys)
 	if res.History {
-		fmt.Fprintf(w, "history   %d revisions, %d changes above revision %d\n", res.Revisions, res.Changes, res.HistoryFrom)
+		_, err := fmt.Fprintf(w, "history   %d revisions, %d changes above revision %d\n", res.Revisions, res.Changes, res.HistoryFrom)
+		return err
 	}
-	_, err := fmt.Fprintf(w, "hashkv    %d (etcd's HashKV at this revision, without the history)\n", res.Uint32())
+	_, err := fmt.Fprintf(w, "hashkv    %d (what etcd's HashKV answers at this revision)\n", res.Uint32())
 	return err
 }

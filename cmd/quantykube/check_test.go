@@ -76,8 +76,8 @@ func TestCheckHashBesideServer(t *testing.T) {
 	if err := json.Unmarshal(out, &kv); err != nil || len(kv) != 1 {
 		t.Fatalf("etcdctl endpoint hashkv -w json: %s: %v", out, err)
 	}
-	if kv[0].HashKV.Hash != rep.HashKV || kv[0].HashKV.HashRevision != rep.Revision {
-		t.Fatalf("etcdctl endpoint hashkv: %d at %d; check hash: %d at %d", kv[0].HashKV.Hash, kv[0].HashKV.HashRevision, rep.HashKV, rep.Revision)
+	if rep.HashKV == nil || kv[0].HashKV.Hash != *rep.HashKV || kv[0].HashKV.HashRevision != rep.Revision {
+		t.Fatalf("etcdctl endpoint hashkv: %d at %d; check hash: %v at %d", kv[0].HashKV.Hash, kv[0].HashKV.HashRevision, rep.HashKV, rep.Revision)
 	}
 
 	// Later writes leave revision 52's hash as it was.
@@ -89,7 +89,7 @@ func TestCheckHashBesideServer(t *testing.T) {
 		t.Fatalf("check hash --revision 52 after a delete: %+v, %v; before it %s", again, err, rep.Hash)
 	}
 	latest, err := checkHash(t, "--endpoint", x.DSN(), "--history-from", "52")
-	if err != nil || latest.Hash == rep.Hash || latest.Keys != 1 || latest.Revisions != 1 || latest.Changes != 20 {
+	if err != nil || latest.Hash == rep.Hash || latest.Keys != 1 || latest.Revisions != 1 || latest.Changes != 20 || latest.HashKV != nil {
 		t.Fatalf("check hash --history-from 52 after deleting 20 keys: %+v, %v", latest, err)
 	}
 
