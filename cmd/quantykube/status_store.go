@@ -60,7 +60,7 @@ func printStoreStatus(w io.Writer, where string, st *mvcc.StoreStatus, now time.
 		tw("imported", "at revision %d", st.Imported)
 	}
 	tw("live keys", "%d, %s of keys and values", st.LiveKeys, size(float64(st.LiveBytes)))
-	tw("hash", "%s (check hash at %d)", st.Hash, st.Rev)
+	tw("hash", "%s (check hash at %d)", st.Hash, st.HashRev)
 	tw("history", "%d log rows, %s of keys and values (the live keys' rows included)", st.LogRows, size(float64(st.LogBytes)))
 	tw("leases", "%d", st.Leases)
 	tw("database", "%s, %s in use", size(float64(st.DBBytes)), size(float64(st.DBBytesInUse)))

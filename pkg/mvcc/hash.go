@@ -100,8 +100,12 @@ const (
 type floorReader func(ctx context.Context) (rev, floor, logFloor int64, err error)
 
 // hashState computes q's hash on the pool db with the statements st;
-// floors reads the revision and floors the checks use.
-func hashState(ctx context.Context, db *sql.DB, st *Statements, q HashQuery, floors floorReader) (*HashResult, error) {
+// floors reads the revision and floors the checks use. With snapshot, a
+// hash of the latest revision (q.Rev 0) is of the revision the keys' read
+// transaction finds, which may be newer than floors' and costs no read
+// of a past revision; a server's answers may not report a revision it has
+// not published (ADR-037), a reader's may.
+func hashState(ctx context.Context, db *sql.DB, st *Statements, q HashQuery, floors floorReader, snapshot bool) (*HashResult, error) {
 	rev, floor, logFloor, err := floors(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hash: read the revision and floors: %w", err)
@@ -128,10 +132,10 @@ func hashState(ctx context.Context, db *sql.DB, st *Statements, q HashQuery, flo
 	res := &HashResult{Rev: at, Floor: floor, History: q.History, HistoryFrom: q.HistoryFrom}
 	h := sha256.New()
 	h.Write([]byte(hashMagic))
-	writeInt(h, at)
-	if err := hashKeys(ctx, db, st, at, h, res); err != nil {
+	if err := hashKeys(ctx, db, st, at, snapshot && q.Rev == 0, h, res); err != nil {
 		return nil, fmt.Errorf("hash: the keys at %d: %w", at, err)
 	}
+	at = res.Rev
 	writeInt(h, res.Keys)
 	if q.History {
 		writeInt(h, q.HistoryFrom)
@@ -152,13 +156,14 @@ func hashState(ctx context.Context, db *sql.DB, st *Statements, q HashQuery, flo
 	return res, nil
 }
 
-// hashKeys writes every key live at rev into h, a page at a time, in
+// hashKeys writes rev and every key live at it into h (with latest, the
+// transaction's own revision instead of rev), a page at a time, in
 // one read transaction: when rev is that snapshot's own revision the
 // pages read the live rows (ListSQL.LatestLimit), a seek each; else they
 // read the state at rev (ListSQL.AtLimit), whose union of live rows and
 // changed keys is sorted again for each page: on PostgreSQL and MySQL
 // that costs a read of the rest of the range per page.
-func hashKeys(ctx context.Context, db *sql.DB, st *Statements, rev int64, h hash.Hash, res *HashResult) error {
+func hashKeys(ctx context.Context, db *sql.DB, st *Statements, rev int64, latest bool, h hash.Hash, res *HashResult) error {
 	tx, err := db.BeginTx(ctx, readTxOptions)
 	if err != nil {
 		return err
@@ -168,10 +173,15 @@ func hashKeys(ctx context.Context, db *sql.DB, st *Statements, rev int64, h hash
 	if err := tx.QueryRowContext(ctx, st.Meta.RevFloor).Scan(&head, &floor); err != nil {
 		return err
 	}
+	if latest {
+		rev = head
+	}
 	if rev > head {
 		// Only a database that went back (a failover, ADR-027).
 		return fmt.Errorf("the database is at %d, behind the revision hashed: %w", head, ErrFutureRev)
 	}
+	res.Rev = rev
+	writeInt(h, rev)
 	// A past revision's pages are ten times larger (within the bytes'
 	// bound): each costs a read of the rest of the range.
 	list, pageRows := &st.Range.List.AtLimit, int64(10*hashPageRows)
@@ -326,7 +336,7 @@ func (s *Store) Hash(ctx context.Context, q HashQuery) (*HashResult, error) {
 		rev, floor = s.Rev(), s.Floor()
 		err = s.rdb.QueryRowContext(ctx, s.sql.Meta.LogFloor).Scan(&logFloor)
 		return rev, max(floor, s.compact.Load()), logFloor, err
-	})
+	}, false)
 }
 
 // errNotStore is returned for a database without QuantyKube's tables.

@@ -67,7 +67,7 @@ func OpenReader(ctx context.Context, d Dialect) (*Reader, error) {
 func (r *Reader) Close() error { return r.db.Close() }
 
 // Hash is the state hash (hash.go) read from the database: revision 0 is
-// meta's revision when the hash begins.
+// the revision of the snapshot the live keys are read in.
 func (r *Reader) Hash(ctx context.Context, q HashQuery) (*HashResult, error) {
 	return hashState(ctx, r.db, r.sql, q, func(ctx context.Context) (rev, floor, logFloor int64, err error) {
 		if err = r.db.QueryRowContext(ctx, r.sql.Meta.RevFloor).Scan(&rev, &floor); err != nil {
@@ -75,5 +75,5 @@ func (r *Reader) Hash(ctx context.Context, q HashQuery) (*HashResult, error) {
 		}
 		err = r.db.QueryRowContext(ctx, r.sql.Meta.LogFloor).Scan(&logFloor)
 		return rev, floor, logFloor, err
-	})
+	}, true)
 }

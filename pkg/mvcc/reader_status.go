@@ -25,11 +25,13 @@ type StoreStatus struct {
 	Imported    int64 `json:"importedRevision,omitempty"`
 	// LastCommit is the last batch's commit time (zero before one).
 	LastCommit time.Time `json:"lastCommit"`
-	// LiveKeys and LiveBytes are the keys live at Rev and their keys' and
-	// values' bytes; Hash the state hash at Rev (hash.go).
+	// LiveKeys and LiveBytes are the keys live at HashRev and their keys'
+	// and values' bytes; Hash the state hash at HashRev (hash.go), Rev or
+	// a revision committed since meta was read.
 	LiveKeys  int64  `json:"liveKeys"`
 	LiveBytes int64  `json:"liveBytes"`
 	Hash      string `json:"hash"`
+	HashRev   int64  `json:"hashRevision"`
 	// LogRows and LogBytes are the log's rows (every retained change,
 	// the live keys' own rows included) and their keys' and values' bytes.
 	LogRows  int64 `json:"logRows"`
@@ -98,11 +100,11 @@ func (r *Reader) Status(ctx context.Context) (*StoreStatus, error) {
 	if err := r.db.QueryRowContext(ctx, r.sql.Import.Size).Scan(new(int64), new(int64), &st.Leases, &imported); err != nil {
 		return nil, fmt.Errorf("status: count the leases: %w", err)
 	}
-	h, err := r.Hash(ctx, HashQuery{Rev: st.Rev})
+	h, err := r.Hash(ctx, HashQuery{})
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	st.LiveKeys, st.LiveBytes, st.Hash = h.Keys, h.Bytes, h.Hex()
+	st.LiveKeys, st.LiveBytes, st.Hash, st.HashRev = h.Keys, h.Bytes, h.Hex(), h.Rev
 	if err := r.logSizes(ctx, st); err != nil {
 		return nil, fmt.Errorf("status: the log's sizes: %w", err)
 	}
