@@ -156,6 +156,12 @@ func allCommands() []namedCommand {
 			}
 			continue
 		}
+		if _, ok := c.cmd.(CheckCommand); ok {
+			for _, sub := range checkCommands {
+				all = append(all, namedCommand{c.name + " " + sub.name, sub.cmd})
+			}
+			continue
+		}
 		all = append(all, namedCommand{c.name, c.cmd})
 	}
 	return all
@@ -164,7 +170,7 @@ func allCommands() []namedCommand {
 // Every command's usage starts with its synopsis, and its --help prints
 // that usage and succeeds; the usages that list commands list them all.
 func TestEveryCommandHasUsage(t *testing.T) {
-	for _, c := range append(allCommands(), namedCommand{"history", HistoryCommand{}}) {
+	for _, c := range append(allCommands(), namedCommand{"history", HistoryCommand{}}, namedCommand{"check", CheckCommand{}}) {
 		u := c.cmd.Usage()
 		if !strings.HasPrefix(u, "quantykube "+c.name) {
 			t.Errorf("quantykube %s: usage starts %q", c.name, strings.SplitN(u, "\n", 2)[0])
@@ -188,6 +194,12 @@ func TestEveryCommandHasUsage(t *testing.T) {
 			t.Errorf("quantykube history --help does not list %q", sub.cmd.Usage())
 		}
 	}
+	for _, sub := range checkCommands {
+		synopsis, _, _ := strings.Cut(sub.cmd.Usage(), "\n")
+		if !strings.Contains(CheckCommand{}.Usage(), "\n  "+synopsis+"\n") {
+			t.Errorf("quantykube check --help does not list %q", synopsis)
+		}
+	}
 }
 
 // quantykube's own arguments: help succeeds, no command or an unknown one
@@ -207,6 +219,8 @@ func TestRun(t *testing.T) {
 		{args: []string{"--version"}, out: "quantykube "},
 		{args: []string{"version", "x"}, code: 1, errs: `quantykube: version takes no arguments, got ["x"]`},
 		{args: []string{"history", "bogus"}, code: 1, errs: `quantykube: history: unknown command "bogus"`},
+		{args: []string{"check", "bogus"}, code: 1, errs: `quantykube: check: unknown command "bogus" (want hash)`},
+		{args: []string{"check"}, code: 1, errs: `quantykube: check: missing command (hash)`},
 	} {
 		var out, errs bytes.Buffer
 		code := run(t.Context(), c.args, &out, &errs)

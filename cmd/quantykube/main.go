@@ -42,6 +42,7 @@ var commands = []struct {
 	{"backup", "FILE", "copy a live SQLite store, history included", BackupCommand{}},
 	{"restore", "FILE", "put a backup back", RestoreCommand{}},
 	{"status", "", "print what a running server holds in memory", StatusCommand{}},
+	{"check", "COMMAND", "check a store (hash)", CheckCommand{}},
 	{"apiservice", "", "print what registers the aggregated API with kube-apiserver", APIServiceCommand{}},
 	{"version", "", "print the version and commit", VersionCommand{}},
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 )
 
 // StatusCommand is `quantykube status`.
@@ -16,14 +19,21 @@ type StatusCommand struct{}
 
 // Usage is status's help.
 func (StatusCommand) Usage() string {
-	return `quantykube status --metrics-address HOST:PORT [--objects N]
+	return `quantykube status [--metrics-address HOST:PORT [--objects N] | --endpoint DSN [-o text|json]]
 
 Prints what a running server holds in memory, from its metrics endpoint
 (serve --metrics-listen-address): its resident memory, the live keys and
 their values' bytes, and what the live index holds of them: every key's row
 and the values that fit --live-index-value-bytes (docs/adr/041). With
 --objects N it also says what the index would hold at N live keys of the
-same average size (docs/GROWING.md sizes a node with it).`
+same average size (docs/GROWING.md sizes a node with it).
+
+With --endpoint it reads the store's database instead, read-only, whether
+or not a server runs on it: the revision, the floors, the live keys and
+their bytes with the state hash (check hash), the log's rows and bytes,
+leases, the schema version, the database's size and the servers that
+announce themselves in it (docs/OPERATIONS.md). It reads every live value
+and the log's sizes once.`
 }
 
 // Run reads the metrics once and prints them.
@@ -32,11 +42,26 @@ func (c StatusCommand) Run(ctx context.Context, args []string, stdout, stderr io
 	addr := fs.String("metrics-address", "127.0.0.1:2381", "the server's --metrics-listen-address (host:port, or an http:// URL)")
 	objects := fs.Int64("objects", 0, "also estimate the live index at this many live keys (0: no estimate)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the metrics")
+	var cfg endpoint.Config
+	registerDatastoreFlags(fs, &cfg, "read the store's database instead of a server's metrics (default: none, the metrics)")
+	fs.Lookup("endpoint").DefValue, cfg.Endpoint = "", ""
+	output := fs.StringP("output", "o", "text", "with --endpoint: text or json")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("status takes no arguments, got %q", fs.Args())
+	}
+	if fs.Changed("endpoint") {
+		for _, f := range []string{"metrics-address", "objects", "timeout"} {
+			if fs.Changed(f) {
+				return fmt.Errorf("--endpoint reads the database, --%s a server's metrics: give one of them", f)
+			}
+		}
+		return storeStatus(ctx, cfg, *output, stdout)
+	}
+	if fs.Changed("output") {
+		return errors.New("-o is --endpoint's: the metrics' status is text")
 	}
 	if *objects < 0 {
 		return fmt.Errorf("--objects %d: want a count of keys", *objects)

@@ -178,3 +178,10 @@ func (s *Store) RingBytes() int {
 	defer s.hub.mu.Unlock()
 	return s.hub.bytes
 }
+
+// SetHashPage sets the most live keys a page of the state hash reads.
+func SetHashPage(rows int) (restore func()) {
+	old := hashPageRows
+	hashPageRows = rows
+	return func() { hashPageRows = old }
+}

@@ -50,6 +50,8 @@
 //	keyrange.go              etcd's [key, range_end) resolved
 //	errors.go                etcd's refusals and the store's failures
 //	health.go                the checks behind the health endpoints
+//	hash.go                  the state hash, one definition on every database (ADR-046)
+//	reader.go                a store opened read-only beside its server (check hash)
 package mvcc
 
 import (
@@ -204,6 +206,9 @@ type Maintenance interface {
 	// Defragment reclaims the space of deleted and pruned rows, as the
 	// dialect can (Dialect.Defragment).
 	Defragment(ctx context.Context) error
+	// Hash is the state hash at a revision (hash.go, ADR-046): a revision
+	// below Floor is ErrCompacted, above Rev ErrFutureRev.
+	Hash(ctx context.Context, q HashQuery) (*HashResult, error)
 }
 
 // Backend is everything the etcd v3 API serves.

@@ -5,6 +5,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 )
 
 type maintenanceServer struct {
@@ -44,12 +46,29 @@ func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequ
 	return &pb.DefragmentResponse{Header: m.s.header(m.s.store.Rev())}, nil
 }
 
+// Hash is etcd's hash of its whole bbolt file, which no SQL database has;
+// HashKV hashes the state, the same on every database (ADR-046).
 func (m *maintenanceServer) Hash(context.Context, *pb.HashRequest) (*pb.HashResponse, error) {
-	return nil, unimplemented("Hash", "there are no replicas of a bbolt file to compare; the database guarantees its own integrity")
+	return nil, unimplemented("Hash", "it hashes etcd's bbolt file, which a SQL database has none of; HashKV (etcdctl endpoint hashkv) hashes the state at a revision")
 }
 
-func (m *maintenanceServer) HashKV(context.Context, *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	return nil, unimplemented("HashKV", "there are no raft replicas to compare")
+// HashKV answers the state hash at the revision asked (0: the latest),
+// folded to etcd's 32 bits: its first four bytes (ADR-046). As etcd's,
+// a revision below the floor is "required revision has been compacted",
+// one above the store's "a future revision"; compact_revision is the
+// floor when the hash began. Replicas on one database answer alike at a
+// revision, as etcd's members do.
+func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	res, err := m.s.store.Hash(ctx, mvcc.HashQuery{Rev: r.Revision})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.HashKVResponse{
+		Header:          m.s.header(max(res.Rev, m.s.store.Rev())),
+		Hash:            res.Uint32(),
+		CompactRevision: res.Floor,
+		HashRevision:    res.Rev,
+	}, nil
 }
 
 func (m *maintenanceServer) Snapshot(*pb.SnapshotRequest, grpc.ServerStreamingServer[pb.SnapshotResponse]) error {

@@ -384,3 +384,25 @@ func durabilityGap(logBin bool, syncBinlog, flushAtCommit int64) string {
 	}
 	return ""
 }
+
+// OpenReadOnly opens a pool of one connection that reads the store
+// (mvcc.ReadOnlyDialect): no lock, no row in meta, and a database that
+// does not exist is an error rather than made.
+func (d *Dialect) OpenReadOnly(ctx context.Context) (*sql.DB, error) {
+	exists, err := d.detect(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("mysql: %s: no such database", d.where())
+	}
+	rc, err := d.connector(d.cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(rc)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+var _ mvcc.ReadOnlyDialect = (*Dialect)(nil)

@@ -445,3 +445,18 @@ func withTLSFiles(dsn string, t tls.Config) (string, error) {
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
+
+// OpenReadOnly opens a pool of one connection that reads the store
+// (mvcc.ReadOnlyDialect): no lock, no row in meta, no LISTEN, so a server
+// running on the database does not see it.
+func (d *Dialect) OpenReadOnly(ctx context.Context) (*sql.DB, error) {
+	cfg, err := d.poolConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db := d.openDB(cfg)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+var _ mvcc.ReadOnlyDialect = (*Dialect)(nil)

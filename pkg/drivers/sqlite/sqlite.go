@@ -296,3 +296,23 @@ func (d *Dialect) Tables(ctx context.Context) ([]string, error) {
 }
 
 var _ mvcc.Dialect = (*Dialect)(nil)
+
+// OpenReadOnly opens the store's file for reading only
+// (mvcc.ReadOnlyDialect), without the server's lock, beside a server
+// that may be running on it: WAL readers never block its writer.
+func (d *Dialect) OpenReadOnly(ctx context.Context) (*sql.DB, error) {
+	if _, err := os.Stat(d.Path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	db, err := OpenReadOnly(d.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", d.Path, err)
+	}
+	return db, nil
+}
+
+var _ mvcc.ReadOnlyDialect = (*Dialect)(nil)
