@@ -1,0 +1,344 @@
+package replicate
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
+)
+
+// Target is the point to restore: a revision, or a time (the newest
+// revision committed at or before it); neither is the newest shipped.
+type Target struct {
+	Rev int64
+	At  time.Time
+}
+
+// RestoreInfo describes a restore.
+type RestoreInfo struct {
+	sqlite.BackupInfo
+	Base     string // the base object used
+	Segments int    // segments replayed
+	Rows     int    // log rows replayed
+	Target   int64  // the revision restored
+	Lineage  string // the restored store's new lineage
+}
+
+// Restore builds the store at d.Path from the bucket: the newest base at or
+// before the target, then the log rows of the segments after it up to the
+// target revision, each checked against its checksum. It is built in a
+// file beside the store and put in place by sqlite's Restore (the server's
+// lock, --force, the revision moved past a replaced store's), so an error
+// leaves the store as it was. The restored store gets a lineage of its own:
+// replicating it needs a new prefix, and the bucket it came from stays
+// unmixed.
+func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target, force bool) (RestoreInfo, error) {
+	var info RestoreInfo
+	if _, err := os.Stat(d.Path); err == nil && !force {
+		return info, fmt.Errorf("restore: %s exists: stop its server, back it up if it matters, and restore with --force to replace it", d.Path)
+	}
+	l, err := List(ctx, st)
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	plan, err := planRestore(l, t, st.String())
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	tmp, err := os.CreateTemp(dirOf(d.Path), ".replica-restore-*.db")
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	tmpName := tmp.Name()
+	defer func() {
+		for _, f := range []string{tmpName, tmpName + "-wal", tmpName + "-shm", tmpName + "-journal"} {
+			os.Remove(f)
+		}
+	}()
+	err = download(ctx, st, plan.base, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	lineage, err := NewLineage()
+	if err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	info.Base, info.Lineage = plan.base.Name, LineageString(lineage)
+	if err := replay(ctx, st, l.Lineage, tmpName, plan, lineage, &info); err != nil {
+		return info, fmt.Errorf("restore: %w", err)
+	}
+	bi, err := d.Restore(ctx, tmpName, force)
+	info.BackupInfo = bi
+	if err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+func dirOf(path string) string {
+	dir := "."
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			dir = path[:i]
+			if dir == "" {
+				dir = "/"
+			}
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "."
+	}
+	return dir
+}
+
+// download writes base b, inflated, to f and checks its checksum.
+func download(ctx context.Context, st objstore.Store, b Base, f *os.File) error {
+	rc, err := st.Get(ctx, b.Name)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", b.Name, err)
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(rc)
+	if err != nil {
+		return fmt.Errorf("base %s: not gzip: %w", b.Name, err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), zr); err != nil {
+		return fmt.Errorf("base %s is truncated or corrupted: %w", b.Name, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != b.SHA256 {
+		return fmt.Errorf("base %s: checksum mismatch: its content is not what was written", b.Name)
+	}
+	return f.Sync()
+}
+
+// plan is what a restore reads: a base, the segments after it, and the
+// revision (or time) where it stops.
+type plan struct {
+	base     Base
+	segments []Segment
+	rev      int64     // stop after this revision (0: use at)
+	at       time.Time // stop before the first row committed after it
+}
+
+func planRestore(l Listing, t Target, where string) (plan, error) {
+	var p plan
+	if len(l.Bases) == 0 {
+		return p, fmt.Errorf("%s holds no base to restore from", where)
+	}
+	oldest := l.Bases[0]
+	bi := len(l.Bases) - 1
+	switch {
+	case t.Rev != 0:
+		if t.Rev < oldest.Rev {
+			return p, fmt.Errorf("revision %d is before what %s keeps: its oldest base is at revision %d (%s)", t.Rev, where, oldest.Rev, oldest.Name)
+		}
+		for bi > 0 && l.Bases[bi].Rev > t.Rev {
+			bi--
+		}
+	case !t.At.IsZero():
+		if t.At.UnixMilli() < oldest.UnixMs {
+			return p, fmt.Errorf("%s is before what %s keeps: its oldest base is of %s (%s)", t.At.UTC().Format(timeFormat), where, time.UnixMilli(oldest.UnixMs).UTC().Format(timeFormat), oldest.Name)
+		}
+		if t.At.After(time.Now()) {
+			return p, fmt.Errorf("%s is in the future", t.At.UTC().Format(timeFormat))
+		}
+		for bi > 0 && l.Bases[bi].UnixMs > t.At.UnixMilli() {
+			bi--
+		}
+	}
+	p.base, p.rev, p.at = l.Bases[bi], t.Rev, t.At
+	cur := p.base.Rev
+	for i, s := range l.Segments {
+		if s.Last <= cur {
+			continue
+		}
+		if p.rev != 0 && cur >= p.rev || !p.at.IsZero() && s.T0 > p.at.UnixMilli() {
+			break
+		}
+		if s.First > cur+1 {
+			prev := "the base " + p.base.Name
+			if i > 0 {
+				prev = l.Segments[i-1].Name
+			}
+			return p, fmt.Errorf("segment missing: revisions %d-%d are in no object between %s and %s", cur+1, s.First-1, prev, s.Name)
+		}
+		p.segments = append(p.segments, s)
+		cur = s.Last
+	}
+	if p.rev > cur {
+		return p, fmt.Errorf("revision %d is past the last one %s holds, %d", p.rev, where, cur)
+	}
+	if p.rev == 0 && p.at.IsZero() {
+		p.rev = cur
+	}
+	return p, nil
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// The statements a replay runs on the restored copy.
+const (
+	insertLogSQL      = `INSERT INTO log (rev, sub, key, value, create_rev, version, lease, deleted, unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	deleteCurrentSQL  = `DELETE FROM current WHERE key = ?`
+	upsertCurrentSQL  = `INSERT INTO current (key, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET create_rev = excluded.create_rev, mod_rev = excluded.mod_rev, version = excluded.version, lease = excluded.lease`
+	setMetaSQL        = `UPDATE meta SET value = ? WHERE name = ?`
+	raiseMetaSQL      = `UPDATE meta SET value = ? WHERE name = ? AND value < ?`
+	deleteLeasesSQL   = `DELETE FROM leases`
+	insertLeaseSQL    = `INSERT INTO leases (id, ttl) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`
+	checkpointSQL     = `PRAGMA wal_checkpoint(TRUNCATE)`
+	readBaseLineageOK = `SELECT 1 FROM meta WHERE name = 'rev'`
+)
+
+// replay applies the plan's segments to the base copy in file, in one
+// transaction, and gives it lineage.
+func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan, newLineage int64, info *RestoreInfo) error {
+	db, err := openWrite(file)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var one int
+	if err := tx.QueryRowContext(ctx, readBaseLineageOK).Scan(&one); err != nil {
+		return fmt.Errorf("base %s is not a QuantyKube store: %w", p.base.Name, err)
+	}
+	target, lastMs := p.base.Rev, p.base.UnixMs
+	var prevLeases []Lease
+	var last *Data
+	for _, s := range p.segments {
+		d, err := getSegment(ctx, st, lineage, s)
+		if err != nil {
+			return err
+		}
+		info.Segments++
+		stop := false
+		for _, r := range d.Rows {
+			if r.Rev <= p.base.Rev {
+				continue // the base holds it
+			}
+			if p.rev != 0 && r.Rev > p.rev || !p.at.IsZero() && r.UnixMs > p.at.UnixMilli() {
+				stop = true
+				break
+			}
+			if err := applyRow(ctx, tx, r); err != nil {
+				return fmt.Errorf("segment %s: revision %d: %w", s.Name, r.Rev, err)
+			}
+			info.Rows++
+			target, lastMs = r.Rev, r.UnixMs
+		}
+		if last != nil {
+			prevLeases = last.Leases
+		}
+		last = d
+		if !stop {
+			// Revisions with no rows at the segment's end are in it too.
+			if p.rev != 0 {
+				target = min(p.rev, d.Last)
+			} else {
+				target = d.Last
+			}
+		}
+		if stop || p.rev != 0 && target >= p.rev {
+			break
+		}
+	}
+	if last != nil {
+		if err := setLeases(ctx, tx, prevLeases, last.Leases, info.Segments == 1); err != nil {
+			return err
+		}
+		for _, m := range []struct {
+			name string
+			v    int64
+		}{{"compact", min(last.Compact, target)}, {"retain_floor", min(last.RetainFloor, target)}} {
+			if _, err := tx.ExecContext(ctx, raiseMetaSQL, m.v, m.name, m.v); err != nil {
+				return fmt.Errorf("set %s: %w", m.name, err)
+			}
+		}
+	}
+	for _, m := range []struct {
+		name string
+		v    int64
+	}{{"rev", target}, {"last_unix_ms", lastMs}} {
+		if _, err := tx.ExecContext(ctx, setMetaSQL, m.v, m.name); err != nil {
+			return fmt.Errorf("set %s: %w", m.name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, setLineageSQL, newLineage); err != nil {
+		return fmt.Errorf("set the lineage: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	info.Target = target
+	_, err = db.ExecContext(ctx, checkpointSQL)
+	return err
+}
+
+func getSegment(ctx context.Context, st objstore.Store, lineage string, s Segment) (*Data, error) {
+	rc, err := st.Get(ctx, s.Name)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotExist) {
+			return nil, fmt.Errorf("segment %s is missing: %w", s.Name, err)
+		}
+		return nil, fmt.Errorf("get %s: %w", s.Name, err)
+	}
+	defer rc.Close()
+	return decodeSegment(rc, lineage, s)
+}
+
+func applyRow(ctx context.Context, tx *sql.Tx, r Row) error {
+	var value any = r.Value
+	if r.ValueNull {
+		value = nil
+	} else if r.Value == nil {
+		value = []byte{}
+	}
+	if _, err := tx.ExecContext(ctx, insertLogSQL, r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, r.Deleted, r.UnixMs); err != nil {
+		return err
+	}
+	var err error
+	if r.Deleted {
+		_, err = tx.ExecContext(ctx, deleteCurrentSQL, r.Key)
+	} else {
+		_, err = tx.ExecContext(ctx, upsertCurrentSQL, r.Key, r.CreateRev, r.Rev, r.Version, r.Lease)
+	}
+	return err
+}
+
+// setLeases makes the leases table the union of the leases at the end of
+// the last segment replayed and of the one before it: a segment says its
+// leases at its end only, so a lease revoked inside it after the target
+// (its keys live at the target) comes from the one before. A lease granted
+// after the target holds no key and expires. After one segment, the one
+// before is the base's leases table, which stays.
+func setLeases(ctx context.Context, tx *sql.Tx, a, b []Lease, keepBase bool) error {
+	if !keepBase {
+		if _, err := tx.ExecContext(ctx, deleteLeasesSQL); err != nil {
+			return fmt.Errorf("set the leases: %w", err)
+		}
+	}
+	for _, l := range append(a, b...) {
+		if _, err := tx.ExecContext(ctx, insertLeaseSQL, l.ID, l.TTL); err != nil {
+			return fmt.Errorf("set the leases: %w", err)
+		}
+	}
+	return nil
+}
