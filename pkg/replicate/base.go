@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/metrics"
 )
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
@@ -73,6 +74,8 @@ func (r *Replicator) base(ctx context.Context, forced bool) error {
 	r.st.Bytes += cr.n
 	r.st.Objects++
 	r.mu.Unlock()
+	metrics.ReplicateBytes.Add(float64(cr.n))
+	metrics.ReplicateObjects.WithLabelValues("base").Inc()
 	r.cfg.Logger.Info("replicate: base shipped", "object", name, "revision", info.Rev, "bytes", cr.n)
 	return r.prune(ctx)
 }

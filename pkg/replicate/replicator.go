@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/metrics"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 )
 
@@ -141,12 +142,50 @@ func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
 	return shipped, time.UnixMilli(b.UnixMs), true
 }
 
-// Close stops shipping; what was not shipped is shipped at the next start.
+// Close stops shipping, after one last segment (within FlushTimeout) of
+// what the store committed since the last: after a graceful stop of the
+// server, the bucket holds everything. What is still not shipped is
+// shipped at the next start.
 func (r *Replicator) Close() error {
 	r.cancel()
 	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+	defer cancel()
+	r.mu.Lock()
+	pending := r.needBase
+	r.mu.Unlock()
+	if !pending {
+		if err := r.segment(ctx); err != nil {
+			r.cfg.Logger.Warn("replicate: the last segment was not shipped; it will be at the next start", "to", r.cfg.Store.String(), "err", err)
+		}
+	}
 	return r.db.Close()
 }
+
+// FlushTimeout bounds Close's last segment.
+const FlushTimeout = 5 * time.Second
+
+// Check is the warning /readyz?verbose shows: revisions waiting longer
+// than lagWarn intervals, or the last interval's work failed. It never
+// names the bucket's credentials (Store.String has none) nor the error's
+// text, which the log holds.
+func (r *Replicator) Check(context.Context) error {
+	st := r.Status()
+	behind := time.Duration(0)
+	if !st.Behind.IsZero() {
+		behind = time.Since(st.Behind)
+	}
+	switch {
+	case st.LastErr != nil:
+		return fmt.Errorf("%d revisions (%s) not in %s: the last attempt failed (see the log)", max(0, st.StoreRev-st.Shipped), behind.Round(time.Millisecond), r.cfg.Store)
+	case behind > lagWarn*r.cfg.Interval:
+		return fmt.Errorf("%d revisions (%s) not yet in %s", st.StoreRev-st.Shipped, behind.Round(time.Millisecond), r.cfg.Store)
+	}
+	return nil
+}
+
+// lagWarn is how many intervals a revision may wait before Check warns.
+const lagWarn = 5
 
 // Status returns the replicator's status.
 func (r *Replicator) Status() Status {
@@ -191,7 +230,18 @@ func (r *Replicator) step(ctx context.Context) {
 	r.mu.Lock()
 	prev := r.st.LastErr
 	r.st.LastErr = err
+	st := r.st
 	r.mu.Unlock()
+	if err != nil {
+		metrics.ReplicateErrors.Inc()
+	}
+	metrics.ReplicateShippedRevision.Set(float64(st.Shipped))
+	metrics.ReplicateLagRevisions.Set(float64(max(0, st.StoreRev-st.Shipped)))
+	lag := 0.0
+	if !st.Behind.IsZero() {
+		lag = time.Since(st.Behind).Seconds()
+	}
+	metrics.ReplicateLagSeconds.Set(lag)
 	switch {
 	case err != nil && (prev == nil || prev.Error() != err.Error()):
 		r.cfg.Logger.Warn("replicate: failed; retrying every interval, writes go on", "to", r.cfg.Store.String(), "err", err)
@@ -242,6 +292,8 @@ func (r *Replicator) segment(ctx context.Context) error {
 	if err := r.cfg.Store.Put(ctx, name, bytesReader(body), int64(len(body))); err != nil {
 		return fmt.Errorf("put %s: %w", name, err)
 	}
+	metrics.ReplicateBytes.Add(float64(len(body)))
+	metrics.ReplicateObjects.WithLabelValues("segment").Inc()
 	r.mu.Lock()
 	r.st.Shipped = d.Last
 	r.st.Bytes += int64(len(body))
