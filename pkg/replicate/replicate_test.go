@@ -2,8 +2,10 @@ package replicate_test
 
 import (
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/quantyroot/quantykube/pkg/replicate"
 )
@@ -74,5 +76,66 @@ func TestReplicatePointInTime(t *testing.T) {
 	check(last)
 	for range 5 {
 		check(revs[rng.IntN(len(revs))])
+	}
+}
+
+// While the object store fails, writes go on, the lag is a warning, and
+// once it is back the backlog drains with no gap.
+func TestReplicateObjectStoreDown(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(7, 8))
+	r := startReplicator(t, path, st)
+	defer r.Close()
+	revs := workload(t, c, rng, 20)
+	waitShipped(t, r, revs[len(revs)-1])
+
+	// Down: the bucket's directory is a file.
+	if err := os.Rename(bdir, bdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	revs = workload(t, c, rng, 100)
+	last := revs[len(revs)-1]
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Status().LastErr == nil || r.Check(t.Context()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure nor warning in 20 s with the bucket gone: %+v", r.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := r.Status(); s.Shipped >= last {
+		t.Fatalf("shipped %d with the bucket gone", s.Shipped)
+	}
+	t.Logf("warning while down: %v", r.Check(t.Context()))
+
+	// Back.
+	if err := os.Remove(bdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bdir+".away", bdir); err != nil {
+		t.Fatal(err)
+	}
+	waitShipped(t, r, last)
+	l, err := replicate.List(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := l.Bases[0].Rev + 1
+	for _, s := range l.Segments {
+		if s.First != next {
+			t.Fatalf("segment %s starts at %d, want %d", s.Name, s.First, next)
+		}
+		next = s.Last + 1
+	}
+	rc, _ := restored(t, st, replicate.Target{})
+	_, want := state(t, c, last)
+	if rev, got := state(t, rc, 0); rev != last || got != want {
+		t.Fatalf("restored revision %d, state\n%s\nwant\n%s", rev, got, want)
 	}
 }
