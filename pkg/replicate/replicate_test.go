@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,5 +138,71 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 	_, want := state(t, c, last)
 	if rev, got := state(t, rc, 0); rev != last || got != want {
 		t.Fatalf("restored revision %d, state\n%s\nwant\n%s", rev, got, want)
+	}
+}
+
+// Scheduled bases and pruning keep a restorable chain: with a base every
+// 100 ms and two kept, every revision from the oldest base kept is
+// restored exactly, and older ones are refused.
+func TestReplicateBasesAndPruning(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	st := bucket(t, filepath.Join(dir, "bucket"))
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(9, 10))
+	r, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, path), Store: st,
+		Interval: 10 * time.Millisecond, BaseInterval: 100 * time.Millisecond, RetainBases: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeR := sync.OnceValue(r.Close)
+	defer closeR()
+	var revs []int64
+	var l replicate.Listing
+	for i := 0; ; i++ {
+		revs = append(revs, workload(t, c, rng, 20)...)
+		waitShipped(t, r, revs[len(revs)-1])
+		if l, err = replicate.List(t.Context(), st); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Bases) == 2 && l.Bases[0].Rev > revs[0] {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("no second base pruned the first after 500 rounds: %+v", l.Bases)
+		}
+	}
+	// Stopped, so that no base comes between the listing and the checks.
+	if err := closeR(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = replicate.List(t.Context(), st); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Bases) != 2 {
+		t.Fatalf("%d bases kept, want 2", len(l.Bases))
+	}
+	oldest := l.Bases[0].Rev
+	for _, s := range l.Segments {
+		if s.Last <= oldest {
+			t.Fatalf("segment %s, before the oldest base kept (%d), not pruned", s.Name, oldest)
+		}
+	}
+	var kept []int64
+	for _, rev := range revs {
+		if rev >= oldest {
+			kept = append(kept, rev)
+		}
+	}
+	for _, rev := range []int64{kept[0], kept[len(kept)/2], kept[len(kept)-1], kept[rng.IntN(len(kept))]} {
+		rc, info := restored(t, st, replicate.Target{Rev: rev})
+		_, want := state(t, c, rev)
+		if got, s := state(t, rc, 0); got != rev || s != want || info.Target != rev {
+			t.Fatalf("restored at %d: revision %d, state\n%s\nwant\n%s", rev, got, s, want)
+		}
+	}
+	_, err = replicate.Restore(t.Context(), st, dialect(t, filepath.Join(t.TempDir(), "x.db")), replicate.Target{Rev: oldest - 1}, false)
+	if err == nil {
+		t.Fatalf("restored revision %d, before the oldest base kept", oldest-1)
 	}
 }
