@@ -1,9 +1,14 @@
 package replicate_test
 
 import (
+	"fmt"
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +209,83 @@ func TestReplicateBasesAndPruning(t *testing.T) {
 	_, err = replicate.Restore(t.Context(), st, dialect(t, filepath.Join(t.TempDir(), "x.db")), replicate.Target{Rev: oldest - 1}, false)
 	if err == nil {
 		t.Fatalf("restored revision %d, before the oldest base kept", oldest-1)
+	}
+}
+
+// A backlog that outlives the store's retention is never a silent gap:
+// once retention's floor passes the last revision shipped, the replicator
+// ships a fresh base, and a restore into the gap names the revisions no
+// object holds.
+func TestReplicateBacklogPastRetention(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + path,
+		RetainBytes: 4 << 10, PruneInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(11, 12))
+	r := startReplicator(t, path, st)
+	defer r.Close()
+	revs := workload(t, c, rng, 10)
+	waitShipped(t, r, revs[len(revs)-1])
+	shipped := r.Status().Shipped
+
+	if err := os.Rename(bdir, bdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; ; i++ {
+		revs = workload(t, c, rng, 50)
+		var floor int64
+		if err := db.QueryRow(`SELECT MAX(COALESCE((SELECT MAX(value) FROM meta WHERE name = 'retain_floor'), 0), COALESCE((SELECT MAX(floor) FROM retention), 0))`).Scan(&floor); err != nil {
+			t.Fatal(err)
+		}
+		if floor > shipped+1 {
+			t.Logf("floor %d past %d after %d rounds", floor, shipped, i+1)
+			break
+		}
+		if i == 200 {
+			t.Fatalf("retention's floor %d still at or below %d after 10,000 writes", floor, shipped+1)
+		}
+	}
+	last := revs[len(revs)-1]
+	if err := os.Remove(bdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bdir+".away", bdir); err != nil {
+		t.Fatal(err)
+	}
+	waitShipped(t, r, last)
+	l, err := replicate.List(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Bases) != 2 || l.Bases[1].Rev <= shipped+1 {
+		t.Fatalf("bases %+v, want a fresh one past revision %d", l.Bases, shipped+1)
+	}
+	rc, _ := restored(t, st, replicate.Target{})
+	_, want := state(t, c, last)
+	if rev, got := state(t, rc, 0); rev != last || got != want {
+		t.Fatalf("restored revision %d, state\n%s\nwant\n%s", rev, got, want)
+	}
+	_, err = replicate.Restore(t.Context(), st, dialect(t, filepath.Join(t.TempDir(), "x.db")), replicate.Target{Rev: shipped + 1}, false)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("revisions %d-", shipped+1)) {
+		t.Fatalf("restore into the gap: %v", err)
 	}
 }

@@ -78,6 +78,10 @@ type Replicator struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	loggedAt  time.Time     // the last failure logged (run's goroutine only)
+	baseWait  time.Time     // no base attempt before this, after failed ones
+	baseDelay time.Duration // the last wait
+
 	mu       sync.Mutex
 	st       Status
 	lastBase time.Time
@@ -184,6 +188,26 @@ func (r *Replicator) Check(context.Context) error {
 	return nil
 }
 
+// logEvery is how often a failure that goes on is logged again.
+const logEvery = 30 * time.Second
+
+// maxBaseBackoff bounds the wait between failed base attempts: a base
+// copies the whole store, which is not redone every interval while the
+// object store is down.
+const maxBaseBackoff = time.Minute
+
+// baseBackoff doubles the wait before the next base attempt after a
+// failure, from one interval up to maxBaseBackoff, and clears it after a
+// success.
+func (r *Replicator) baseBackoff(err error) {
+	if err == nil {
+		r.baseDelay, r.baseWait = 0, time.Time{}
+		return
+	}
+	r.baseDelay = min(max(2*r.baseDelay, r.cfg.Interval), maxBaseBackoff)
+	r.baseWait = time.Now().Add(r.baseDelay)
+}
+
 // lagWarn is how many intervals a revision may wait before Check warns.
 const lagWarn = 5
 
@@ -219,9 +243,13 @@ func (r *Replicator) step(ctx context.Context) {
 	due := forced || time.Since(r.lastBase) >= r.cfg.BaseInterval
 	r.mu.Unlock()
 	var err error
-	if due {
+	switch {
+	case due && time.Now().Before(r.baseWait):
+		return
+	case due:
 		err = r.base(ctx, forced)
-	} else {
+		r.baseBackoff(err)
+	default:
 		err = r.segment(ctx)
 	}
 	if ctx.Err() != nil {
@@ -243,7 +271,8 @@ func (r *Replicator) step(ctx context.Context) {
 	}
 	metrics.ReplicateLagSeconds.Set(lag)
 	switch {
-	case err != nil && (prev == nil || prev.Error() != err.Error()):
+	case err != nil && (prev == nil || time.Since(r.loggedAt) >= logEvery):
+		r.loggedAt = time.Now()
 		r.cfg.Logger.Warn("replicate: failed; retrying every interval, writes go on", "to", r.cfg.Store.String(), "err", err)
 	case err == nil && prev != nil:
 		r.cfg.Logger.Info("replicate: shipping again", "to", r.cfg.Store.String())
@@ -264,13 +293,14 @@ func (r *Replicator) segment(ctx context.Context) error {
 	r.mu.Unlock()
 	if b.floor > shipped+1 {
 		// Retention may have removed rows not shipped: the chain cannot
-		// go on without a gap, so a fresh base starts a new one.
+		// go on without a gap, so a fresh base (the next step) starts a
+		// new one.
 		r.cfg.Logger.Error("replicate: the backlog outlived the store's retention; rows not shipped may be pruned: taking a fresh base, the replica has a gap before it",
 			"shipped", shipped, "retention_floor", b.floor)
 		r.mu.Lock()
 		r.needBase = true
 		r.mu.Unlock()
-		return r.base(ctx, true)
+		return nil
 	}
 	if b.data == nil {
 		return nil

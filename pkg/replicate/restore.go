@@ -180,12 +180,25 @@ func planRestore(l Listing, t Target, where string) (plan, error) {
 		cur = s.Last
 	}
 	if p.rev > cur {
+		for _, b := range l.Bases {
+			if b.Rev > cur {
+				return p, fmt.Errorf("segment missing: revisions %d-%d are in no object between %s and the base %s (the replica's backlog outlived the store's retention, or an object was deleted)", cur+1, b.Rev, lastName(p), b.Name)
+			}
+		}
 		return p, fmt.Errorf("revision %d is past the last one %s holds, %d", p.rev, where, cur)
 	}
 	if p.rev == 0 && p.at.IsZero() {
 		p.rev = cur
 	}
 	return p, nil
+}
+
+// lastName is the last object of p's chain.
+func lastName(p plan) string {
+	if n := len(p.segments); n > 0 {
+		return p.segments[n-1].Name
+	}
+	return "the base " + p.base.Name
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
