@@ -25,6 +25,10 @@ var (
 		Name: "quantykube_replicate_objects_total",
 		Help: "Objects written to the object store, by kind (base, segment).",
 	}, []string{"kind"})
+	ReplicateFailing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quantykube_replicate_failing",
+		Help: "1 while the last interval's replication work failed (its error is in the log), else 0.",
+	})
 	ReplicateErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quantykube_replicate_errors_total",
 		Help: "Intervals whose replication work failed (the object store down, slow or refusing); retried the next interval.",

@@ -260,9 +260,12 @@ func (r *Replicator) step(ctx context.Context) {
 	r.st.LastErr = err
 	st := r.st
 	r.mu.Unlock()
+	failing := 0.0
 	if err != nil {
 		metrics.ReplicateErrors.Inc()
+		failing = 1
 	}
+	metrics.ReplicateFailing.Set(failing)
 	metrics.ReplicateShippedRevision.Set(float64(st.Shipped))
 	metrics.ReplicateLagRevisions.Set(float64(max(0, st.StoreRev-st.Shipped)))
 	lag := 0.0
