@@ -116,9 +116,9 @@ func redacted(u *url.URL) string {
 	c.User = nil
 	if c.RawQuery != "" {
 		q := c.Query()
-		for k := range q {
-			if !harmlessParam[k] {
-				q[k] = []string{"REDACTED"}
+		for k, v := range q {
+			if !harmlessParam[k] || strings.Contains(strings.Join(v, ""), "@") {
+				q[k] = []string{"REDACTED"} // or a user:password@ inside it
 			}
 		}
 		c.RawQuery = q.Encode()

@@ -33,8 +33,17 @@ func (b backend) open(t *testing.T) objstore.Store {
 	return st
 }
 
-// runSuite runs every body of the common suite against b.
+// runSuite runs every body of the common suite against b, in plain and
+// encrypted, and the checks of the encrypted format on b.
 func runSuite(t *testing.T, b backend) {
+	t.Run("plain", func(t *testing.T) { runBodies(t, b) })
+	enc := b
+	enc.opts.EncryptionKeyFile = writeKey(t, 1)
+	t.Run("encrypted", func(t *testing.T) { runBodies(t, enc) })
+	t.Run("tampered", func(t *testing.T) { testTampered(t, b) })
+}
+
+func runBodies(t *testing.T, b backend) {
 	t.Run("PutGetListDelete", func(t *testing.T) { testPutGetListDelete(t, b.open(t)) })
 	t.Run("NotExist", func(t *testing.T) { testNotExist(t, b.open(t)) })
 	t.Run("AtomicVisibility", func(t *testing.T) { testAtomicVisibility(t, b.open(t)) })
