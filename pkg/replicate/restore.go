@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -111,9 +110,9 @@ func download(ctx context.Context, st objstore.Store, b Base, f *os.File) error 
 		return fmt.Errorf("get %s: %w", b.Name, err)
 	}
 	defer rc.Close()
-	zr, err := gzip.NewReader(rc)
+	zr, err := gunzip(rc, "base "+b.Name)
 	if err != nil {
-		return fmt.Errorf("base %s: not gzip: %w", b.Name, err)
+		return err
 	}
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(f, h), zr); err != nil {

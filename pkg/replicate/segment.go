@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -68,9 +69,9 @@ func (d *Data) encode() (body []byte, sum string, err error) {
 // decodeSegment reads segment s's body from r and checks it against its
 // name: the checksum, the lineage and the revisions.
 func decodeSegment(r io.Reader, lineage string, s Segment) (*Data, error) {
-	zr, err := gzip.NewReader(r)
+	zr, err := gunzip(r, "segment "+s.Name)
 	if err != nil {
-		return nil, fmt.Errorf("segment %s: not gzip: %w", s.Name, err)
+		return nil, err
 	}
 	raw, err := io.ReadAll(io.LimitReader(zr, maxSegmentBytes+1))
 	if err != nil {
@@ -102,4 +103,18 @@ func decodeSegment(r io.Reader, lineage string, s Segment) (*Data, error) {
 		prev = row.Rev
 	}
 	return &d, nil
+}
+
+// gunzip opens a gzip stream; what is not gzip is named, and an object
+// encrypted by the object store's client side is told apart.
+func gunzip(r io.Reader, what string) (*gzip.Reader, error) {
+	br := bufio.NewReader(r)
+	if head, _ := br.Peek(4); string(head) == "QKOS" {
+		return nil, fmt.Errorf("%s is encrypted: give the key it was written with (--encryption-key-file)", what)
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not gzip: %w", what, err)
+	}
+	return zr, nil
 }
