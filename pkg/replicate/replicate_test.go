@@ -2,9 +2,6 @@ package replicate_test
 
 import (
 	"fmt"
-	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
-	"github.com/quantyroot/quantykube/pkg/endpoint"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/replicate"
 )
 

@@ -232,6 +232,11 @@ func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan
 	if err := tx.QueryRowContext(ctx, readBaseLineageOK).Scan(&one); err != nil {
 		return fmt.Errorf("base %s is not a QuantyKube store: %w", p.base.Name, err)
 	}
+	stmts, err := prepareReplay(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer stmts.close()
 	target, lastMs := p.base.Rev, p.base.UnixMs
 	var prevLeases []Lease
 	var last *Data
@@ -250,7 +255,7 @@ func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan
 				stop = true
 				break
 			}
-			if err := applyRow(ctx, tx, r); err != nil {
+			if err := stmts.apply(ctx, r); err != nil {
 				return fmt.Errorf("segment %s: revision %d: %w", s.Name, r.Rev, err)
 			}
 			info.Rows++
@@ -316,21 +321,49 @@ func getSegment(ctx context.Context, st objstore.Store, lineage string, s Segmen
 	return decodeSegment(rc, lineage, s)
 }
 
-func applyRow(ctx context.Context, tx *sql.Tx, r Row) error {
+// replayStmts are a replay's statements, prepared once for all its rows.
+type replayStmts struct{ insert, del, upsert *sql.Stmt }
+
+func prepareReplay(ctx context.Context, tx *sql.Tx) (*replayStmts, error) {
+	var s replayStmts
+	var err error
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{{&s.insert, insertLogSQL}, {&s.del, deleteCurrentSQL}, {&s.upsert, upsertCurrentSQL}} {
+		if *p.stmt, err = tx.PrepareContext(ctx, p.sql); err != nil {
+			s.close()
+			return nil, fmt.Errorf("prepare the replay: %w", err)
+		}
+	}
+	return &s, nil
+}
+
+func (s *replayStmts) close() {
+	for _, st := range []*sql.Stmt{s.insert, s.del, s.upsert} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// apply writes row r as the store's writer wrote it: its log row, and
+// current's row of its key updated or removed.
+func (s *replayStmts) apply(ctx context.Context, r Row) error {
 	var value any = r.Value
 	if r.ValueNull {
 		value = nil
 	} else if r.Value == nil {
 		value = []byte{}
 	}
-	if _, err := tx.ExecContext(ctx, insertLogSQL, r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, r.Deleted, r.UnixMs); err != nil {
+	if _, err := s.insert.ExecContext(ctx, r.Rev, r.Sub, r.Key, value, r.CreateRev, r.Version, r.Lease, r.Deleted, r.UnixMs); err != nil {
 		return err
 	}
 	var err error
 	if r.Deleted {
-		_, err = tx.ExecContext(ctx, deleteCurrentSQL, r.Key)
+		_, err = s.del.ExecContext(ctx, r.Key)
 	} else {
-		_, err = tx.ExecContext(ctx, upsertCurrentSQL, r.Key, r.CreateRev, r.Rev, r.Version, r.Lease)
+		_, err = s.upsert.ExecContext(ctx, r.Key, r.CreateRev, r.Rev, r.Version, r.Lease)
 	}
 	return err
 }
