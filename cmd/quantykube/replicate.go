@@ -136,7 +136,7 @@ func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at
 	fmt.Fprintf(stdout, "restored %s from %s at revision %d (base %s, %d segments, %d rows replayed) in %s\n",
 		d.Path, st, info.Target, info.Base, info.Segments, info.Rows, time.Since(start).Round(time.Millisecond))
 	writeBackupInfo(stdout, info.BackupInfo)
-	fmt.Fprintf(stdout, "  lineage   %s (new: replicate it to a prefix of its own)\n", info.Lineage)
+	fmt.Fprintf(stdout, "  lineage   none: serve --replicate gives it a new one; replicate it to a prefix of its own\n")
 	if info.Bumped != 0 {
 		fmt.Fprintf(stdout, "  bumped    to revision %d, past the replaced store's %d, marked compacted: watches are cancelled and clients relist\n", info.Bumped, info.ReplacedRev)
 	}

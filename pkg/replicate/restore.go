@@ -29,7 +29,6 @@ type RestoreInfo struct {
 	Segments int    // segments replayed
 	Rows     int    // log rows replayed
 	Target   int64  // the revision restored
-	Lineage  string // the restored store's new lineage
 }
 
 // Restore builds the store at d.Path from the bucket: the newest base at or
@@ -37,9 +36,9 @@ type RestoreInfo struct {
 // target revision, each checked against its checksum. It is built in a
 // file beside the store and put in place by sqlite's Restore (the server's
 // lock, --force, the revision moved past a replaced store's), so an error
-// leaves the store as it was. The restored store gets a lineage of its own:
-// replicating it needs a new prefix, and the bucket it came from stays
-// unmixed.
+// leaves the store as it was. sqlite's Restore drops the copy's lineage:
+// `serve --replicate` gives it a new one, so the bucket it came from is
+// refused, never mixed with its new history.
 func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target, force bool) (RestoreInfo, error) {
 	var info RestoreInfo
 	if _, err := os.Stat(d.Path); err == nil && !force {
@@ -70,12 +69,8 @@ func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target
 	if err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
-	lineage, err := NewLineage()
-	if err != nil {
-		return info, fmt.Errorf("restore: %w", err)
-	}
-	info.Base, info.Lineage = plan.base.Name, LineageString(lineage)
-	if err := replay(ctx, st, l.Lineage, tmpName, plan, lineage, &info); err != nil {
+	info.Base = plan.base.Name
+	if err := replay(ctx, st, l.Lineage, tmpName, plan, &info); err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
 	bi, err := d.Restore(ctx, tmpName, force)
@@ -216,8 +211,8 @@ const (
 )
 
 // replay applies the plan's segments to the base copy in file, in one
-// transaction, and gives it lineage.
-func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan, newLineage int64, info *RestoreInfo) error {
+// transaction.
+func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan, info *RestoreInfo) error {
 	db, err := openWrite(file)
 	if err != nil {
 		return err
@@ -297,9 +292,6 @@ func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan
 		if _, err := tx.ExecContext(ctx, setMetaSQL, m.v, m.name); err != nil {
 			return fmt.Errorf("set %s: %w", m.name, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, setLineageSQL, newLineage); err != nil {
-		return fmt.Errorf("set the lineage: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return err

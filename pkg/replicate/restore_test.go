@@ -156,4 +156,20 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	if errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
+
+	// So is a store put back from a backup file (restore FILE), even one
+	// of the replicated store at the revision the bucket ends at: what it
+	// commits next is not what the bucket's store commits next.
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if _, err := dialect(t, path).Backup(t.Context(), backup); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := filepath.Join(t.TempDir(), "from-file.db")
+	if _, err := dialect(t, fromFile).Restore(t.Context(), backup, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, fromFile), Store: st})
+	if err == nil || !strings.Contains(err.Error(), "lineage") {
+		t.Fatalf("a store restored from a file replicated to its old bucket: %v", err)
+	}
 }

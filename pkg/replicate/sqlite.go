@@ -16,7 +16,6 @@ const (
 	readFloorSQL   = `SELECT MAX(COALESCE((SELECT MAX(value) FROM meta WHERE name IN ('retain_floor', 'reset')), 0), COALESCE((SELECT MAX(floor) FROM retention), 0))`
 	readRowsSQL    = `SELECT rev, sub, key, value, create_rev, version, lease, deleted, unix_ms FROM log WHERE rev > ? AND rev <= ? ORDER BY rev, sub`
 	readLeasesSQL  = `SELECT id, ttl FROM leases ORDER BY id`
-	setLineageSQL  = `INSERT INTO meta (name, value) VALUES ('lineage', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`
 	initLineageSQL = `INSERT INTO meta (name, value) VALUES ('lineage', ?) ON CONFLICT (name) DO NOTHING`
 )
 
