@@ -179,7 +179,12 @@ func (c ReplicaCommand) Run(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(stdout, "%s holds no replica\n", st)
 		return nil
 	}
-	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
+	ts := func(ms int64) string {
+		if ms == 0 {
+			return "-" // a base of a store with no commit yet
+		}
+		return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	}
 	fmt.Fprintf(stdout, "lineage %s in %s\n", l.Lineage, st)
 	fmt.Fprintf(stdout, "%-8s %10s %10s  %-24s  %-24s %10s\n", "KIND", "FIRST", "LAST", "FROM", "TO", "BYTES")
 	for _, b := range l.Bases {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +77,15 @@ func TestReplicateLostMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var ls bytes.Buffer
+	if err := (ReplicaCommand{}).Run(ctx, []string{"ls", "file://" + bdir}, &ls, io.Discard); err != nil {
+		t.Fatalf("replica ls: %v", err)
+	}
+	if lines := strings.Split(ls.String(), "\n"); len(lines) < 4 || !strings.HasPrefix(lines[0], "lineage ") || !strings.HasPrefix(lines[2], "base ") || !strings.HasPrefix(lines[3], "segment ") {
+		t.Fatalf("replica ls:\n%s", ls.String())
+	}
+	t.Logf("replica ls:\n%s", ls.String())
+
 	var out, errb bytes.Buffer
 	start := time.Now()
 	err := RestoreCommand{}.Run(ctx, []string{"--from", "file://" + bdir, "--endpoint", x.DSN()}, &out, &errb)
@@ -127,4 +137,32 @@ func TestReplicateLostMachine(t *testing.T) {
 		t.Fatal("no write was acknowledged before the RPO: the drill proved nothing")
 	}
 	t.Logf("%d writes sent, %d restored, %d acknowledged more than %s before the kill, %d of them lost", len(sent), len(got), old, rpo, lost)
+}
+
+// restore --from and replica refuse bad arguments before they touch a
+// store or a bucket.
+func TestRestoreFromBadArguments(t *testing.T) {
+	dir := t.TempDir()
+	store := "sqlite://" + filepath.Join(dir, "s.db")
+	for _, c := range []struct {
+		cmd  Command
+		args []string
+		want string
+	}{
+		{RestoreCommand{}, []string{"--from", "file://" + dir, "--at", "2026-12-07 14:03", "--endpoint", store}, "want RFC 3339 with milliseconds"},
+		{RestoreCommand{}, []string{"--from", "file://" + dir, "--at", "2026-12-07T14:03:05.250Z", "--revision", "5", "--endpoint", store}, "not both"},
+		{RestoreCommand{}, []string{"--from", "file://" + dir, "backup.db", "--endpoint", store}, "takes no FILE"},
+		{RestoreCommand{}, []string{"backup.db", "--revision", "5", "--endpoint", store}, "need --from"},
+		{RestoreCommand{}, []string{"--from", "ftp://x/y", "--endpoint", store}, "ftp"},
+		{RestoreCommand{}, []string{"--from", "file://" + dir, "--endpoint", "postgres://u@127.0.0.1:1/db"}, "not a SQLite store"},
+		{ReplicaCommand{}, []string{"list", "file://" + dir}, "want 'ls URL'"},
+	} {
+		err := c.cmd.Run(t.Context(), c.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T %q: %v, want an error saying %q", c.cmd, c.args, err, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("bad arguments left %d files behind", len(entries))
+	}
 }
