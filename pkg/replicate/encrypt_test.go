@@ -11,7 +11,6 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/replicate"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
-	"github.com/quantyroot/quantykube/pkg/replicate/objstore/objstoretest"
 )
 
 // With objects encrypted on this side, a replicated store restores at its
@@ -19,13 +18,6 @@ import (
 // is refused and nothing is written.
 func TestReplicateEncrypted(t *testing.T) {
 	replicateEncrypted(t, "file://"+filepath.Join(t.TempDir(), "bucket"))
-}
-
-// The same on a real S3 server (SeaweedFS).
-func TestReplicateS3Encrypted(t *testing.T) {
-	srv := objstoretest.Start(t)
-	objstoretest.SetCredentials(t)
-	replicateEncrypted(t, srv.URL("replicate-test"))
 }
 
 func replicateEncrypted(t *testing.T, url string) {
