@@ -18,6 +18,10 @@ import (
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
+// baseTempPattern names the directories a base is copied into, beside
+// the store.
+const baseTempPattern = ".replicate-base-*"
+
 // base takes a consistent copy of the store (sqlite's Backup: VACUUM INTO,
 // checked), uploads it compressed, and prunes what it makes unneeded. A
 // forced base (the first, or after a gap) starts the chain of segments
@@ -26,7 +30,7 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 // (the next segment may straddle the base: a restore from it skips the
 // rows the base holds).
 func (r *Replicator) base(ctx context.Context, forced bool) error {
-	dir, err := os.MkdirTemp(filepath.Dir(r.cfg.Dialect.Path), ".replicate-base-")
+	dir, err := os.MkdirTemp(filepath.Dir(r.cfg.Dialect.Path), baseTempPattern[:len(baseTempPattern)-1])
 	if err != nil {
 		return fmt.Errorf("base: %w", err)
 	}

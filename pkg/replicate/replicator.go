@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -104,6 +106,12 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 	}
 	if l.Lineage != "" && l.Lineage != r.lineage {
 		return nil, fmt.Errorf("replicate: %s holds the replica of lineage %s, this store is lineage %s (another store, or this one before a restore): give --replicate a prefix of its own", cfg.Store, l.Lineage, r.lineage)
+	}
+	// Bases a killed server was copying: the server's lock on the store
+	// says no other replicator is.
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Dialect.Path), baseTempPattern))
+	for _, d := range stale {
+		os.RemoveAll(d)
 	}
 	if r.db, err = sqlite.OpenReadOnly(cfg.Dialect.Path); err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
