@@ -6,8 +6,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -39,6 +41,7 @@ type RestoreCommand struct{}
 // Usage is restore's help.
 func (RestoreCommand) Usage() string {
 	return `quantykube restore FILE [--endpoint sqlite://PATH] [--force]
+quantykube restore --from URL [--at TIME | --revision N] [--endpoint sqlite://PATH] [--force]
 
 Makes the backup FILE the SQLite store at --endpoint, after checking it
 (PRAGMA integrity_check, a schema this quantykube can serve). The server must
@@ -46,7 +49,16 @@ be stopped: restore takes its lock. When it replaces a store at a higher
 revision than the backup's, the restored store's revision is moved a
 billion past that one and marked compacted, so that no revision is handed
 out twice: clients' watches are cancelled as compacted and they relist
-(docs/backup.md).`
+(docs/backup.md).
+
+With --from, the store is rebuilt from what 'serve --replicate URL' wrote:
+the newest base at or before the point, then the revisions after it, each
+object checked against its checksum, up to --revision N, or up to the last
+revision committed at or before --at TIME (RFC 3339 with milliseconds,
+e.g. 2026-12-07T14:03:05.250Z), or the newest shipped. The store has the
+same revisions and the history before the point, and a new lineage: to
+replicate it, give serve --replicate a new prefix. Nothing is written to
+the store on any error.`
 }
 
 // sqliteFlags are the flags of backup and restore: the store, which must be
@@ -102,9 +114,23 @@ func (c BackupCommand) Run(ctx context.Context, args []string, stdout, stderr io
 func (c RestoreCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newSQLiteFlags(c, stderr, "the store to restore")
 	force := f.fs.Bool("force", false, "replace the store if it exists (its WAL goes with it)")
+	from := f.fs.String("from", "", "restore from object storage: the URL serve --replicate wrote to (default: none, restore FILE)")
+	at := f.fs.String("at", "", "with --from: the time to restore, RFC 3339 with milliseconds (default: the newest shipped)")
+	rev := f.fs.Int64("revision", 0, "with --from: the revision to restore (default: the newest shipped)")
+	var o objstoreFlags
+	o.register(f.fs, "")
+	if len(args) > 0 && hasFrom(args) {
+		if err := f.fs.Parse(args); err != nil {
+			return flagError(err)
+		}
+		return restoreFrom(ctx, f, &o, *from, *at, *rev, *force, stdout)
+	}
 	d, file, done, err := f.parse("restore", args)
 	if done || err != nil {
 		return err
+	}
+	if *at != "" || *rev != 0 {
+		return errors.New("restore: --at and --revision need --from")
 	}
 	info, err := d.Restore(ctx, file, *force)
 	if err != nil {
@@ -124,4 +150,14 @@ func (c RestoreCommand) Run(ctx context.Context, args []string, stdout, stderr i
 func writeBackupInfo(w io.Writer, info sqlite.BackupInfo) {
 	fmt.Fprintf(w, "  revision  %d\n  keys      %d\n  history   %d rows\n  schema    %d\n  size      %s\n",
 		info.Rev, info.Keys, info.LogRows, info.Schema, formatBytes(info.Bytes))
+}
+
+// hasFrom says whether restore's args name --from.
+func hasFrom(args []string) bool {
+	for _, a := range args {
+		if a == "--from" || strings.HasPrefix(a, "--from=") {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,6 +19,7 @@ import (
 	"github.com/quantyroot/quantykube/pkg/apiagg/uidecode"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
+	"github.com/quantyroot/quantykube/pkg/replicate"
 	"github.com/quantyroot/quantykube/pkg/server"
 )
 
@@ -52,6 +54,7 @@ type serveFlags struct {
 	pprofAddr    string
 	debug        bool
 	log          logFlags
+	replicate    replicateFlags
 	stderr       io.Writer // where the log goes
 }
 
@@ -105,6 +108,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	fs.StringVar(&api.RestoreCheck, "api-restore-check", apiagg.RestoreCheckDryRun, "aggregated API: before a restore writes, ask kube-apiserver as the caller for a dry run of the change (dry-run; the store impersonates callers), or not (none: then RBAC objects, admission configuration, APIServices, CRDs, certificates, Namespaces and Nodes are restored only by --api-raw-access-groups)")
 	fs.StringVar(&api.EtcdPrefix, "api-etcd-prefix", "/registry", "aggregated API: kube-apiserver's --etcd-prefix, where its objects' keys begin")
 	fs.StringVar(&f.pprofAddr, "pprof-address", "", "serve Go's net/http/pprof at http://ADDRESS/debug/pprof/ (loopback addresses only, e.g. 127.0.0.1:6060); off when empty")
+	f.replicate.register(fs)
 	f.log.register(fs)
 	fs.BoolVar(&f.debug, "debug", false, "log at debug level")
 	_ = fs.MarkDeprecated("debug", "use --log-level=debug")
@@ -128,6 +132,9 @@ func (f *serveFlags) parse(args []string) error {
 	}
 	if f.fs.NArg() > 0 {
 		return fmt.Errorf("serve takes no arguments, got %q", f.fs.Args())
+	}
+	if err := f.replicate.check(); err != nil {
+		return err
 	}
 	cfg := &f.cfg
 	if auth, _ := f.fs.GetBool("client-cert-auth"); auth && cfg.ServerTLSConfig.TrustedCAFile == "" {
@@ -204,9 +211,26 @@ func (ServeCommand) Run(ctx context.Context, args []string, _, stderr io.Writer)
 	b := currentBuild()
 	cfg.Logger.Info("starting quantykube", "version", b.Version, "commit", b.Commit, "modified", b.Modified)
 	setMemoryLimit(cfg.Logger)
+	var rep atomic.Pointer[replicate.Replicator]
+	if f.replicate.url != "" {
+		if _, err := sqliteDialect("serve --replicate", cfg); err != nil {
+			return err
+		}
+		cfg.HealthWarnings = append(cfg.HealthWarnings, f.replicate.healthWarning(&rep))
+	}
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if f.replicate.url != "" {
+		r, err := f.replicate.start(ctx, cfg, cfg.Logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		rep.Store(r)
+		// After the server: its last writes go in the last segment.
+		defer r.Close()
 	}
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- srv.Wait() }()

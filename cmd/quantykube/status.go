@@ -135,6 +135,14 @@ func printStatus(w io.Writer, m map[string]float64, objects int64) error {
 	if rss, ok := m["process_resident_memory_bytes"]; ok {
 		tw("resident memory", "%s", size(rss))
 	}
+	if shipped := m["quantykube_replicate_shipped_revision"]; shipped > 0 {
+		state := "shipping"
+		if m["quantykube_replicate_failing"] == 1 {
+			state = "failing (the server's log says why)"
+		}
+		tw("replicated", "to revision %.0f, %.0f revisions (%.1fs) behind, %s shipped, %.0f failed intervals: %s",
+			shipped, m["quantykube_replicate_lag_revisions"], m["quantykube_replicate_lag_seconds"], size(m["quantykube_replicate_bytes_total"]), m["quantykube_replicate_errors_total"], state)
+	}
 	if all == 0 {
 		tw("live index", "none: reads at the latest revision go to the database (--live-index=false, or the rows outgrew --live-index-bytes)")
 		return nil

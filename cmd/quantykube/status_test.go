@@ -96,3 +96,19 @@ func TestStatusOfARunningServer(t *testing.T) {
 		t.Errorf("status of the etcd port exited %d, want 1", code)
 	}
 }
+
+// status says how far replication is, from serve --replicate's metrics.
+func TestStatusShowsReplication(t *testing.T) {
+	m := map[string]float64{"quantykube_revision": 120, "quantykube_live_index_keys": 0, "quantykube_live_index_bytes": 0,
+		"quantykube_live_index_value_bytes": 0, "quantykube_live_value_bytes": 0, "quantykube_live_index_value_budget_bytes": 0,
+		"quantykube_replicate_shipped_revision": 100, "quantykube_replicate_lag_revisions": 20, "quantykube_replicate_lag_seconds": 3.5,
+		"quantykube_replicate_bytes_total": 2048, "quantykube_replicate_errors_total": 4, "quantykube_replicate_failing": 1}
+	var b strings.Builder
+	if err := printStatus(&b, m, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := "replicated             to revision 100, 20 revisions (3.5s) behind, 2.0 KiB shipped, 4 failed intervals: failing (the server's log says why)\n"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("status:\n%s\nlacks\n%s", b.String(), want)
+	}
+}

@@ -84,6 +84,9 @@ type Config struct {
 	BackendTLSConfig tls.Config
 	// MetricsRegisterer, when set, also gets QuantyKube's collectors.
 	MetricsRegisterer prometheus.Registerer
+	// HealthWarnings are reported by /readyz?verbose and never fail it
+	// (health.go).
+	HealthWarnings []HealthWarning
 	// NotifyInterval is how often a watch created with progress_notify
 	// hears the current revision (default 10 minutes, as etcd's).
 	NotifyInterval time.Duration

@@ -36,13 +36,21 @@ const checkTimeout = 10 * time.Second
 type healthCheck struct {
 	name  string
 	check func(ctx context.Context) error
+	warn  bool // a warning: reported, never failing
+}
+
+// HealthWarning is a check /readyz?verbose reports without failing: Check
+// answers nil or what to warn about (no secret: the endpoints are public).
+type HealthWarning struct {
+	Name  string
+	Check func(ctx context.Context) error
 }
 
 // healthChecks are the server's live and ready checks.
 func (s *Server) healthChecks() (live, ready []healthCheck) {
-	ping := healthCheck{"ping", func(context.Context) error { return nil }}
-	alive := healthCheck{"writer", s.store.CheckWriterAlive}
-	writer := healthCheck{"writer", s.store.CheckWriter}
+	ping := healthCheck{"ping", func(context.Context) error { return nil }, false}
+	alive := healthCheck{"writer", s.store.CheckWriterAlive, false}
+	writer := healthCheck{"writer", s.store.CheckWriter, false}
 	shutdown := healthCheck{"shutdown", func(context.Context) error {
 		select {
 		case <-s.done:
@@ -50,9 +58,12 @@ func (s *Server) healthChecks() (live, ready []healthCheck) {
 		default:
 			return nil
 		}
-	}}
+	}, false}
 	live = []healthCheck{ping, alive}
-	ready = []healthCheck{ping, {"database", s.store.CheckDatabase}, writer, {"schema", s.store.CheckSchema}, shutdown}
+	ready = []healthCheck{ping, {"database", s.store.CheckDatabase, false}, writer, {"schema", s.store.CheckSchema, false}, shutdown}
+	for _, w := range s.cfg.HealthWarnings {
+		ready = append(ready, healthCheck{w.Name, w.Check, true})
+	}
 	return live, ready
 }
 
@@ -90,7 +101,12 @@ func healthHandler(name string, log *slog.Logger, checks []healthCheck) http.Han
 				fmt.Fprintf(&report, "[+]%s excluded: ok\n", c.name)
 				continue
 			}
-			if err := runCheck(r, c); err != nil {
+			err := runCheck(r, c)
+			if err != nil && c.warn {
+				fmt.Fprintf(&report, "[!]%s warning: %v\n", c.name, err)
+				continue
+			}
+			if err != nil {
 				log.Warn("health check failed", "endpoint", name, "check", c.name, "err", err)
 				fmt.Fprintf(&report, "[-]%s failed: reason withheld\n", c.name)
 				failed = append(failed, c.name)
@@ -120,7 +136,12 @@ func checkHandler(c healthCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := runCheck(r, c); err != nil {
+		err := runCheck(r, c)
+		if err != nil && c.warn {
+			fmt.Fprintf(w, "ok (warning: %v)", err)
+			return
+		}
+		if err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, "internal server error: %v\n", err)
 			return
@@ -139,6 +160,9 @@ func etcdHealthHandler(log *slog.Logger, checks []healthCheck) http.Handler {
 		}{Health: "true"}
 		status := http.StatusOK
 		for _, c := range checks {
+			if c.warn {
+				continue
+			}
 			if err := runCheck(r, c); err != nil {
 				log.Warn("health check failed", "endpoint", "health", "check", c.name, "err", err)
 				resp.Health, resp.Reason, status = "false", c.name+" check failed", http.StatusServiceUnavailable

@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -280,4 +281,22 @@ func TestLivezWhileTheDatabaseHangs(t *testing.T) {
 		t.Errorf("the write once the database answered again: %v", err)
 	}
 	expect(t, base, "/readyz", 200, "ok")
+}
+
+// A warning (replication's lag) is listed by /readyz?verbose and fails
+// no endpoint, etcd's /health included.
+func TestHealthWarningNeverFails(t *testing.T) {
+	maddr := freeAddr(t)
+	warn := errors.New("12 revisions (3s) not yet in file:///bucket")
+	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + filepath.Join(t.TempDir(), "s.db"), MetricsListenAddress: maddr,
+		HealthWarnings: []endpoint.HealthWarning{{Name: "replicate", Check: func(context.Context) error { return warn }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + maddr
+	expect(t, base, "/readyz", 200, "ok")
+	expect(t, base, "/readyz?verbose", 200, "[+]ping ok\n[+]database ok\n[+]writer ok\n[+]schema ok\n[+]shutdown ok\n[!]replicate warning: "+warn.Error()+"\nreadyz check passed\n")
+	expect(t, base, "/readyz/replicate", 200, "ok (warning: "+warn.Error()+")")
+	expect(t, base, "/health", 200, `{"health":"true","reason":""}`+"\n")
 }

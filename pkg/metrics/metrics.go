@@ -125,6 +125,7 @@ var (
 var own = []prometheus.Collector{
 	WriteBatchSize, CommitSeconds, CommitFailures, AssumedBatches, PrunedRows, HistoryBytes, HistoryWindow, HistoryTypes, Watchers, WatchLogReads, LiveIndexBytes, LiveIndexKeys, LiveIndexValueBytes, LiveValueBytes, LiveIndexValueBudget, LiveIndexColdReads,
 	RevisionRegressions, RevisionsLost,
+	ReplicateLagRevisions, ReplicateLagSeconds, ReplicateShippedRevision, ReplicateBytes, ReplicateObjects, ReplicateFailing, ReplicateErrors,
 	gaugeFunc("quantykube_revision", "The newest committed revision.", Source.Rev),
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
 	gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),

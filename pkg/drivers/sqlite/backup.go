@@ -145,10 +145,10 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 	}
 	if info.ReplacedRev > info.Rev {
 		info.Bumped = info.ReplacedRev + mvcc.RevisionBump
-		if err := d.bump(ctx, tmp, info.Bumped); err != nil {
-			os.Remove(tmp)
-			return info, fmt.Errorf("restore: move the revision past %d: %w", info.ReplacedRev, err)
-		}
+	}
+	if err := d.reset(ctx, tmp, info.Bumped); err != nil {
+		os.Remove(tmp)
+		return info, fmt.Errorf("restore: %w", err)
 	}
 	if st, err := os.Stat(tmp); err == nil {
 		info.Bytes = st.Size()
@@ -183,9 +183,12 @@ func readRev(ctx context.Context, file string) (int64, error) {
 	return rev, err
 }
 
-// bump moves the revision of the store in file to rev and marks every
-// revision below it compacted, in one transaction (mvcc.BumpRevision).
-func (d *Dialect) bump(ctx context.Context, file string, rev int64) error {
+// reset prepares the restored copy in file, in one transaction: it drops
+// its replication lineage, so that `serve --replicate` gives it a new one
+// and refuses the replica of the history it left (ADR-044), and, when rev
+// is not 0, moves its revision to rev and marks every revision below it
+// compacted (mvcc.BumpRevision).
+func (d *Dialect) reset(ctx context.Context, file string, rev int64) error {
 	db, err := sqltrace.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(30000)")
 	if err != nil {
 		return err
@@ -197,8 +200,13 @@ func (d *Dialect) bump(ctx context.Context, file string, rev int64) error {
 		return err
 	}
 	defer tx.Rollback()
-	if err := mvcc.BumpRevision(ctx, tx, d, rev); err != nil {
-		return err
+	if _, err := tx.ExecContext(ctx, dropLineageSQL); err != nil {
+		return fmt.Errorf("drop the replication lineage: %w", err)
+	}
+	if rev != 0 {
+		if err := mvcc.BumpRevision(ctx, tx, d, rev); err != nil {
+			return fmt.Errorf("move the revision past %d: %w", rev-mvcc.RevisionBump, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return err

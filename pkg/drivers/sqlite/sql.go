@@ -328,6 +328,9 @@ const (
 	// checkpointTruncateSQL copies the whole WAL into the database and
 	// empties it.
 	checkpointTruncateSQL = `PRAGMA wal_checkpoint(TRUNCATE)`
+	// dropLineageSQL forgets the replication lineage (ADR-044) of a
+	// restored copy: its history is not the one its replica goes on from.
+	dropLineageSQL = `DELETE FROM meta WHERE name = 'lineage'`
 )
 
 // Maintenance and inspection.

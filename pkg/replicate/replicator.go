@@ -1,0 +1,347 @@
+package replicate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/metrics"
+	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
+)
+
+// Defaults of serve's --replicate-* flags.
+const (
+	DefaultInterval     = time.Second
+	DefaultBaseInterval = 24 * time.Hour
+	DefaultRetainBases  = 7
+	DefaultRetainAge    = 7 * 24 * time.Hour
+	// DefaultSegmentBytes bounds one segment's keys and values: a backlog
+	// drains in segments of this size, one per interval.
+	DefaultSegmentBytes = 32 << 20
+)
+
+// Config says what to replicate where.
+type Config struct {
+	// Dialect is the SQLite store (its Path and Backup).
+	Dialect *sqlite.Dialect
+	Store   objstore.Store
+	// Interval is the RPO: at most one segment PUT per Interval.
+	Interval time.Duration
+	// BaseInterval is how often a fresh base is taken.
+	BaseInterval time.Duration
+	// RetainBases and RetainAge: bases beyond the newest RetainBases, or
+	// older than RetainAge, are pruned with the segments before the
+	// oldest base kept; the newest base is always kept.
+	RetainBases  int
+	RetainAge    time.Duration
+	SegmentBytes int
+	Logger       *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.BaseInterval <= 0 {
+		c.BaseInterval = DefaultBaseInterval
+	}
+	if c.RetainBases <= 0 {
+		c.RetainBases = DefaultRetainBases
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Status is what the replicator has done, for logs, metrics and health.
+type Status struct {
+	Shipped  int64     // the last revision in the bucket
+	StoreRev int64     // the store's revision when last read
+	Behind   time.Time // when the oldest revision not shipped was first seen; zero when none
+	Bytes    int64     // bytes PUT
+	Objects  int64     // objects PUT
+	LastErr  error     // the last failure; nil after a success
+}
+
+// Replicator ships a store to its bucket until closed.
+type Replicator struct {
+	cfg     Config
+	lineage string
+	db      *sql.DB
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	loggedAt  time.Time     // the last failure logged (run's goroutine only)
+	baseWait  time.Time     // no base attempt before this, after failed ones
+	baseDelay time.Duration // the last wait
+
+	mu       sync.Mutex
+	st       Status
+	lastBase time.Time
+	needBase bool
+}
+
+// Start checks the bucket against the store (one lineage; the bucket not
+// ahead of the store), then ships in the background: it never touches the
+// store's write path, only reads it.
+func Start(ctx context.Context, cfg Config) (*Replicator, error) {
+	cfg.defaults()
+	id, err := EnsureLineage(ctx, cfg.Dialect.Path)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	r := &Replicator{cfg: cfg, lineage: LineageString(id), done: make(chan struct{})}
+	l, err := List(ctx, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	if l.Lineage != "" && l.Lineage != r.lineage {
+		return nil, fmt.Errorf("replicate: %s holds the replica of lineage %s, this store is lineage %s (another store, or this one before a restore): give --replicate a prefix of its own", cfg.Store, l.Lineage, r.lineage)
+	}
+	// Bases a killed server was copying: the server's lock on the store
+	// says no other replicator is.
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Dialect.Path), baseTempPattern))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+	if r.db, err = sqlite.OpenReadOnly(cfg.Dialect.Path); err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	shipped, baseAt, ok := resumePoint(l)
+	if ok {
+		var rev int64
+		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
+			r.db.Close()
+			return nil, fmt.Errorf("replicate: read the revision: %w", err)
+		}
+		if rev < shipped {
+			r.db.Close()
+			return nil, fmt.Errorf("replicate: %s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own", cfg.Store, shipped, rev)
+		}
+		r.st.Shipped, r.lastBase = shipped, baseAt
+		cfg.Logger.Info("replicate: resuming", "to", cfg.Store.String(), "lineage", r.lineage, "shipped", shipped)
+	} else {
+		r.needBase = true
+		cfg.Logger.Info("replicate: starting with a base", "to", cfg.Store.String(), "lineage", r.lineage)
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go r.run(ctx)
+	return r, nil
+}
+
+// resumePoint is the last revision of the chain from the newest base,
+// and that base's time; ok is false without a base.
+func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
+	if len(l.Bases) == 0 {
+		return 0, time.Time{}, false
+	}
+	b := l.Bases[len(l.Bases)-1]
+	shipped = b.Rev
+	for _, s := range l.Segments {
+		if s.First <= shipped+1 && s.Last > shipped {
+			shipped = s.Last
+		}
+	}
+	return shipped, time.UnixMilli(b.UnixMs), true
+}
+
+// Close stops shipping, after one last segment (within FlushTimeout) of
+// what the store committed since the last: after a graceful stop of the
+// server, the bucket holds everything. What is still not shipped is
+// shipped at the next start.
+func (r *Replicator) Close() error {
+	r.cancel()
+	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+	defer cancel()
+	r.mu.Lock()
+	pending := r.needBase
+	r.mu.Unlock()
+	if !pending {
+		if err := r.segment(ctx); err != nil {
+			r.cfg.Logger.Warn("replicate: the last segment was not shipped; it will be at the next start", "to", r.cfg.Store.String(), "err", err)
+		}
+	}
+	return r.db.Close()
+}
+
+// FlushTimeout bounds Close's last segment.
+const FlushTimeout = 5 * time.Second
+
+// Check is the warning /readyz?verbose shows: revisions waiting longer
+// than lagWarn intervals, or the last interval's work failed. It never
+// names the bucket's credentials (Store.String has none) nor the error's
+// text, which the log holds.
+func (r *Replicator) Check(context.Context) error {
+	st := r.Status()
+	behind := time.Duration(0)
+	if !st.Behind.IsZero() {
+		behind = time.Since(st.Behind)
+	}
+	switch {
+	case st.LastErr != nil:
+		return fmt.Errorf("%d revisions (%s) not in %s: the last attempt failed (see the log)", max(0, st.StoreRev-st.Shipped), behind.Round(time.Millisecond), r.cfg.Store)
+	case behind > lagWarn*r.cfg.Interval:
+		return fmt.Errorf("%d revisions (%s) not yet in %s", st.StoreRev-st.Shipped, behind.Round(time.Millisecond), r.cfg.Store)
+	}
+	return nil
+}
+
+// logEvery is how often a failure that goes on is logged again.
+const logEvery = 30 * time.Second
+
+// maxBaseBackoff bounds the wait between failed base attempts: a base
+// copies the whole store, which is not redone every interval while the
+// object store is down.
+const maxBaseBackoff = time.Minute
+
+// baseBackoff doubles the wait before the next base attempt after a
+// failure, from one interval up to maxBaseBackoff, and clears it after a
+// success.
+func (r *Replicator) baseBackoff(err error) {
+	if err == nil {
+		r.baseDelay, r.baseWait = 0, time.Time{}
+		return
+	}
+	r.baseDelay = min(max(2*r.baseDelay, r.cfg.Interval), maxBaseBackoff)
+	r.baseWait = time.Now().Add(r.baseDelay)
+}
+
+// lagWarn is how many intervals a revision may wait before Check warns.
+const lagWarn = 5
+
+// Status returns the replicator's status.
+func (r *Replicator) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// Lineage is the lineage id the store and its bucket share.
+func (r *Replicator) Lineage() string { return r.lineage }
+
+func (r *Replicator) run(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		r.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// step does one interval's work: a base when one is due, else at most one
+// segment. A failure is kept in the status and tried again next interval.
+func (r *Replicator) step(ctx context.Context) {
+	r.mu.Lock()
+	forced := r.needBase
+	due := forced || time.Since(r.lastBase) >= r.cfg.BaseInterval
+	r.mu.Unlock()
+	var err error
+	switch {
+	case due && time.Now().Before(r.baseWait):
+		return
+	case due:
+		err = r.base(ctx, forced)
+		r.baseBackoff(err)
+	default:
+		err = r.segment(ctx)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	prev := r.st.LastErr
+	r.st.LastErr = err
+	st := r.st
+	r.mu.Unlock()
+	failing := 0.0
+	if err != nil {
+		metrics.ReplicateErrors.Inc()
+		failing = 1
+	}
+	metrics.ReplicateFailing.Set(failing)
+	metrics.ReplicateShippedRevision.Set(float64(st.Shipped))
+	metrics.ReplicateLagRevisions.Set(float64(max(0, st.StoreRev-st.Shipped)))
+	lag := 0.0
+	if !st.Behind.IsZero() {
+		lag = time.Since(st.Behind).Seconds()
+	}
+	metrics.ReplicateLagSeconds.Set(lag)
+	switch {
+	case err != nil && (prev == nil || time.Since(r.loggedAt) >= logEvery):
+		r.loggedAt = time.Now()
+		r.cfg.Logger.Warn("replicate: failed; retrying every interval, writes go on", "to", r.cfg.Store.String(), "err", err)
+	case err == nil && prev != nil:
+		r.cfg.Logger.Info("replicate: shipping again", "to", r.cfg.Store.String())
+	}
+}
+
+func (r *Replicator) segment(ctx context.Context) error {
+	shipped := r.Status().Shipped
+	b, err := readBatch(ctx, r.db, shipped, r.cfg.SegmentBytes)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.st.StoreRev = b.rev
+	if b.rev > shipped && r.st.Behind.IsZero() {
+		r.st.Behind = time.Now()
+	}
+	r.mu.Unlock()
+	if b.floor > shipped+1 {
+		// Retention may have removed rows not shipped: the chain cannot
+		// go on without a gap, so a fresh base (the next step) starts a
+		// new one.
+		r.cfg.Logger.Error("replicate: the backlog outlived the store's retention; rows not shipped may be pruned: taking a fresh base, the replica has a gap before it",
+			"shipped", shipped, "retention_floor", b.floor)
+		r.mu.Lock()
+		r.needBase = true
+		r.mu.Unlock()
+		return nil
+	}
+	if b.data == nil {
+		return nil
+	}
+	d := b.data
+	d.Lineage = r.lineage
+	body, sum, err := d.encode()
+	if err != nil {
+		return fmt.Errorf("encode segment %d-%d: %w", d.First, d.Last, err)
+	}
+	t0, t1 := time.Now().UnixMilli(), int64(0)
+	for _, row := range d.Rows {
+		t0, t1 = min(t0, row.UnixMs), max(t1, row.UnixMs)
+	}
+	if t1 == 0 {
+		t1 = t0
+	}
+	name := segmentName(r.lineage, d.First, d.Last, t0, t1, sum)
+	if err := r.cfg.Store.Put(ctx, name, bytesReader(body), int64(len(body))); err != nil {
+		return fmt.Errorf("put %s: %w", name, err)
+	}
+	metrics.ReplicateBytes.Add(float64(len(body)))
+	metrics.ReplicateObjects.WithLabelValues("segment").Inc()
+	r.mu.Lock()
+	r.st.Shipped = d.Last
+	r.st.Bytes += int64(len(body))
+	r.st.Objects++
+	if d.Last >= b.rev {
+		r.st.Behind = time.Time{}
+	}
+	r.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,175 @@
+package replicate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quantyroot/quantykube/pkg/replicate"
+)
+
+// --at restores the newest revision committed at or before the time.
+func TestRestoreAt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	st := bucket(t, filepath.Join(dir, "bucket"))
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := startReplicator(t, path, st)
+	defer r.Close()
+	type probe struct {
+		at  time.Time
+		rev int64
+	}
+	var probes []probe
+	for range 5 {
+		revs := workload(t, c, rng, 1+rng.IntN(30))
+		// Commit times are in milliseconds: keep the next write out of
+		// the probe's millisecond.
+		time.Sleep(2 * time.Millisecond)
+		probes = append(probes, probe{time.Now(), revs[len(revs)-1]})
+		time.Sleep(2 * time.Millisecond)
+	}
+	waitShipped(t, r, probes[len(probes)-1].rev)
+	for _, p := range probes {
+		rc, info := restored(t, st, replicate.Target{At: p.at})
+		if info.Target != p.rev {
+			t.Fatalf("restored at %s: revision %d, want %d", p.at, info.Target, p.rev)
+		}
+		_, want := state(t, c, p.rev)
+		if rev, got := state(t, rc, 0); rev != p.rev || got != want {
+			t.Fatalf("restored at %s: revision %d, state\n%s\nwant\n%s", p.at, rev, got, want)
+		}
+	}
+}
+
+// Every bad bucket is refused with an error naming what is wrong, and
+// nothing is written where the store would go.
+func TestRestoreRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(5, 6))
+	workload(t, c, rng, 20)
+	r := startReplicator(t, path, st)
+	var last int64
+	for range 6 {
+		revs := workload(t, c, rng, 10)
+		last = revs[len(revs)-1]
+		waitShipped(t, r, last) // one segment or more each time
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := replicate.List(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Segments) < 3 {
+		t.Fatalf("%d segments, want 3 or more", len(l.Segments))
+	}
+	mid := l.Segments[len(l.Segments)/2]
+
+	// each copies the bucket, breaks it, restores into a new path.
+	each := func(name string, target replicate.Target, breakIt func(bdir string), want ...string) {
+		t.Run(name, func(t *testing.T) {
+			b := filepath.Join(t.TempDir(), "bucket")
+			if err := os.CopyFS(b, os.DirFS(bdir)); err != nil {
+				t.Fatal(err)
+			}
+			breakIt(b)
+			out := filepath.Join(t.TempDir(), "out", "restored.db")
+			_, err := replicate.Restore(context.Background(), bucket(t, b), dialect(t, out), target, false)
+			if err == nil {
+				t.Fatal("restored")
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			entries, _ := os.ReadDir(filepath.Dir(out))
+			for _, e := range entries {
+				t.Errorf("left %s behind", e.Name())
+			}
+		})
+	}
+	object := func(b, name string) string { return filepath.Join(b, filepath.FromSlash(name)) }
+	nothing := func(string) {}
+	each("corrupted", replicate.Target{}, func(b string) {
+		data, err := os.ReadFile(object(b, mid.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0xff
+		if err := os.WriteFile(object(b, mid.Name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, mid.Name)
+	each("truncated", replicate.Target{}, func(b string) {
+		if err := os.Truncate(object(b, mid.Name), mid.Size/2); err != nil {
+			t.Fatal(err)
+		}
+	}, mid.Name, "truncated")
+	each("missing", replicate.Target{}, func(b string) {
+		if err := os.Remove(object(b, mid.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}, "segment missing", fmt.Sprintf("revisions %d-%d are in no object", mid.First, mid.Last))
+	each("before the oldest base", replicate.Target{Rev: 2}, nothing, "revision 2 is before", l.Bases[0].Name)
+	each("past the last", replicate.Target{Rev: last + 1}, nothing, "past the last")
+	each("time before the oldest base", replicate.Target{At: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}, nothing, "2020-01-01T00:00:00.000Z is before", l.Bases[0].Name)
+	each("time in the future", replicate.Target{At: time.Now().Add(time.Hour)}, nothing, "in the future")
+	each("empty bucket", replicate.Target{}, func(b string) {
+		if err := os.RemoveAll(filepath.Join(b, l.Lineage)); err != nil {
+			t.Fatal(err)
+		}
+	}, "holds no base")
+
+	// An existing store is replaced with force only.
+	out := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := replicate.Restore(t.Context(), st, dialect(t, out), replicate.Target{Rev: last - 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replicate.Restore(t.Context(), st, dialect(t, out), replicate.Target{}, false); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("restore over a store without force: %v", err)
+	}
+	info, err := replicate.Restore(t.Context(), st, dialect(t, out), replicate.Target{}, true)
+	if err != nil || info.Target != last {
+		t.Fatalf("restore with force: %+v, %v", info, err)
+	}
+
+	// The restored store has a lineage of its own: replicating it to the
+	// bucket it came from is refused.
+	_, err = replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, out), Store: st})
+	if err == nil || !strings.Contains(err.Error(), "lineage") {
+		t.Fatalf("a restored store replicated to its source bucket: %v", err)
+	}
+	if errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	// So is a store put back from a backup file (restore FILE), even one
+	// of the replicated store at the revision the bucket ends at: what it
+	// commits next is not what the bucket's store commits next.
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if _, err := dialect(t, path).Backup(t.Context(), backup); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := filepath.Join(t.TempDir(), "from-file.db")
+	if _, err := dialect(t, fromFile).Restore(t.Context(), backup, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, fromFile), Store: st})
+	if err == nil || !strings.Contains(err.Error(), "lineage") {
+		t.Fatalf("a store restored from a file replicated to its old bucket: %v", err)
+	}
+}
