@@ -121,7 +121,8 @@ func redacted(u *url.URL) string {
 				q[k] = []string{"REDACTED"} // or a user:password@ inside it
 			}
 		}
-		c.RawQuery = q.Encode()
+		// Readable in logs: ':' and '/' of an endpoint left as they are.
+		c.RawQuery = strings.NewReplacer("%3A", ":", "%2F", "/").Replace(q.Encode())
 	}
 	return c.String()
 }

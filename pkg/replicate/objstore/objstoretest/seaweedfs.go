@@ -39,9 +39,10 @@ type Server struct {
 	ports [4]int // master, volume, filer, s3: each also +10000 for gRPC
 	log   *os.File
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{}
+	bucketMade bool
 }
 
 // Weed returns the weed binary: $QUANTY_WEED, else the one
@@ -188,13 +189,18 @@ func (s *Server) Restart() {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
-	// Ready once an anonymous request reaches the gateway's handler.
+	// Ready once an anonymous request reaches the gateway's handler and,
+	// once the bucket is made, an object can be written: the master takes
+	// a while to load its topology again after a restart.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get(s.Endpoint() + "/")
 		if err == nil {
 			resp.Body.Close()
-			return
+			if !s.bucketMade || s.probe() {
+				return
+			}
+			err = fmt.Errorf("an anonymous PUT into %s fails", Bucket)
 		}
 		select {
 		case <-done:
@@ -223,6 +229,7 @@ func (s *Server) makeBucket() {
 		cancel()
 		last = fmt.Sprintf("%v: %s", err, out)
 		if err == nil && s.probe() {
+			s.bucketMade = true
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
