@@ -52,6 +52,7 @@
 //	health.go                the checks behind the health endpoints
 //	hash.go                  the state hash, one definition on every database (ADR-046)
 //	reader.go                a store opened read-only beside its server (check hash)
+//	reader_status.go         what a store's database holds, read without a server (status --endpoint)
 package mvcc
 
 import (
