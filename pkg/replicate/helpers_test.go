@@ -12,8 +12,10 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
+	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
 // serve starts a server on the SQLite store at path and a client of it.
@@ -141,4 +143,45 @@ func restored(t *testing.T, st objstore.Store, target replicate.Target) (*client
 	}
 	_, c := serve(t, path)
 	return c, info
+}
+
+// historyState reads the whole key space at unix ms ms through the
+// original's History service (Get of the range from \x00 to the end, a
+// page of 7 keys at a time, so that continue tokens are followed) and
+// formats it as state does, with the revision History resolved ms to.
+func historyState(t *testing.T, c *clientv3.Client, ms int64) (int64, string) {
+	t.Helper()
+	h := historypb.NewHistoryClient(c.ActiveConnection())
+	req := &historypb.Request{Key: []byte{0}, RangeEnd: []byte{0}, UnixMs: ms, Limit: 7}
+	var rev int64
+	s := ""
+	for {
+		resp, err := h.Get(t.Context(), req)
+		if err != nil {
+			t.Fatalf("History Get at %d ms: %v", ms, err)
+		}
+		if rev != 0 && resp.Revision != rev {
+			t.Fatalf("History Get at %d ms: a page of revision %d after %d", ms, resp.Revision, rev)
+		}
+		rev = resp.Revision
+		for _, kv := range resp.Kvs {
+			s += fmt.Sprintf("%q=%q c%d m%d v%d l%x\n", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease)
+		}
+		if resp.Continue == "" {
+			return rev, s
+		}
+		req.Continue = resp.Continue
+	}
+}
+
+// reader opens the SQLite store at path read-only, as `quantykube check
+// hash` does.
+func reader(t *testing.T, path string) *mvcc.Reader {
+	t.Helper()
+	r, err := mvcc.OpenReader(t.Context(), dialect(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

@@ -107,8 +107,8 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	before := revs[len(revs)-1]
 	revs = workload(t, c, rng, 100)
-	last := revs[len(revs)-1]
 	deadline := time.Now().Add(20 * time.Second)
 	for r.Status().LastErr == nil || r.Check(t.Context()) == nil {
 		if time.Now().After(deadline) {
@@ -116,6 +116,9 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Writes go on while it fails, over many failed intervals.
+	revs = append(revs, workload(t, c, rng, 100)...)
+	last := revs[len(revs)-1]
 	if s := r.Status(); s.Shipped >= last {
 		t.Fatalf("shipped %d with the bucket gone", s.Shipped)
 	}
@@ -140,10 +143,22 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 		}
 		next = s.Last + 1
 	}
+	if next-1 != last {
+		t.Fatalf("segments end at %d, the store at %d", next-1, last)
+	}
 	rc, _ := restored(t, st, replicate.Target{})
 	_, want := state(t, c, last)
 	if rev, got := state(t, rc, 0); rev != last || got != want {
 		t.Fatalf("restored revision %d, state\n%s\nwant\n%s", rev, got, want)
+	}
+	// Every write acknowledged while the bucket was gone is in the
+	// restored history at its revision: the whole key space at each
+	// revision from the last shipped before the outage is the original's.
+	for rev := before; rev <= last; rev++ {
+		_, want := state(t, c, rev)
+		if _, got := state(t, rc, rev); got != want {
+			t.Fatalf("restored, read at %d:\n%s\nthe original at %d:\n%s", rev, got, rev, want)
+		}
 	}
 }
 
