@@ -6,7 +6,7 @@ package mysql
 // named locks that last as long as the transaction that took them
 // (releaseLocks), and the transaction begun again after the schema's DDL,
 // which MySQL commits on its own (ExecContext). Statements go to the
-// driver as they are: the dialect writes them in MySQL's syntax (sql.go),
+// driver as they are: the dialect writes them in MySQL's syntax (sql.go, sql_batch.go),
 // and the engine prepares none (mvcc.TextProtocol).
 
 import (
