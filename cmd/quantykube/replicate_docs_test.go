@@ -148,6 +148,20 @@ func TestReplicationDocCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	// The first base is taken once the server serves: writes before it
+	// are in it, and no restore reaches a revision before it. The writes
+	// below begin after it, so that --at and --revision name revisions
+	// the segments hold.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		bases, _ := filepath.Glob(filepath.Join(bdir, "*", "bases", "*"))
+		if len(bases) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the documented serve shipped no base in 30 s\n%s", srvOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	var revs []int64
 	var at time.Time // between the writes of revs[11] and revs[12]
 	for i := range 20 {
