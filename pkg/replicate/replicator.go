@@ -70,6 +70,7 @@ type Status struct {
 	Bytes    int64     // bytes PUT
 	Objects  int64     // objects PUT
 	LastErr  error     // the last failure; nil after a success
+	BaseDue  bool      // a base comes before any segment: at the first start, or after the backlog outlived retention
 }
 
 // Replicator ships a store to its bucket until closed.
@@ -223,7 +224,9 @@ const lagWarn = 5
 func (r *Replicator) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.st
+	st := r.st
+	st.BaseDue = r.needBase
+	return st
 }
 
 // Lineage is the lineage id the store and its bucket share.
@@ -296,21 +299,20 @@ func (r *Replicator) segment(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Past retention's floor, rows not shipped may be gone: the chain
+	// cannot go on without a gap, so a fresh base (the next step) starts
+	// a new one.
+	gap := b.floor > shipped+1
 	r.mu.Lock()
 	r.st.StoreRev = b.rev
 	if b.rev > shipped && r.st.Behind.IsZero() {
 		r.st.Behind = time.Now()
 	}
+	r.needBase = r.needBase || gap
 	r.mu.Unlock()
-	if b.floor > shipped+1 {
-		// Retention may have removed rows not shipped: the chain cannot
-		// go on without a gap, so a fresh base (the next step) starts a
-		// new one.
+	if gap {
 		r.cfg.Logger.Error("replicate: the backlog outlived the store's retention; rows not shipped may be pruned: taking a fresh base, the replica has a gap before it",
 			"shipped", shipped, "retention_floor", b.floor)
-		r.mu.Lock()
-		r.needBase = true
-		r.mu.Unlock()
 		return nil
 	}
 	if b.data == nil {
