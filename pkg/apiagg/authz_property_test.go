@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -160,6 +161,14 @@ func newPropWorld(t *testing.T, rng *rand.Rand) *propWorld {
 			if rng.IntN(4) == 0 {
 				verbs = []string{"get"}
 			}
+			// What a restore writes with, with get or without it: a
+			// restore must not read what get does not allow.
+			switch rng.IntN(6) {
+			case 0, 1:
+				verbs = append(verbs, "create", "update", "delete")
+			case 2:
+				verbs = []string{"create", "update", "delete"}
+			}
 			z.rules[name] = append(z.rules[name], rule{verbs: verbs, resource: r, namespace: ns})
 		}
 	}
@@ -194,6 +203,17 @@ func (w *propWorld) may(user string, key []byte, rev int64) bool {
 		}
 	}
 	return false
+}
+
+// visible are the keys user may get at rev.
+func (w *propWorld) visible(user string, rev int64) []string {
+	var ks []string
+	for _, k := range w.keys {
+		if w.may(user, []byte(k), rev) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // groups are the groups the front proxy names for user.
@@ -281,13 +301,25 @@ func TestAuthorizationProperty(t *testing.T) {
 		}
 	}
 	requests := 0
-	for range 1500 {
+	answered := map[string]int{}
+	for range 2000 {
 		user := w.users[rng.IntN(len(w.users))]
 		key, end := w.randomRange(rng, user)
 		req := &historypb.Request{Key: key, RangeEnd: end, Limit: 1 + rng.Int64N(3)}
-		endpoint := []string{"objects", "logs", "changes"}[rng.IntN(3)]
+		endpoint := []string{"objects", "logs", "changes", "restores"}[rng.IntN(4)]
 		params := ""
 		switch endpoint {
+		case "restores":
+			// A dry run: every check a restore makes, nothing written, and
+			// the value it would write answered.
+			// Half of them of keys the caller may get now, so that many
+			// reach the value read.
+			k := w.keys[rng.IntN(len(w.keys))]
+			if mine := w.visible(user, rev); len(mine) > 0 && rng.IntN(2) == 0 {
+				k = mine[rng.IntN(len(mine))]
+			}
+			req = &historypb.Request{Key: []byte(k), Revision: 1 + rng.Int64N(rev)}
+			params = "?dryRun=All"
 		case "objects":
 			if rng.IntN(2) == 0 {
 				req.Revision = 1 + rng.Int64N(rev)
@@ -320,18 +352,38 @@ func TestAuthorizationProperty(t *testing.T) {
 		if forge && rng.IntN(2) == 0 {
 			req.Continue = w.forgedToken(rng, rev, "")
 		}
+		// The web page's JSON answers are the same answers, transcoded
+		// after the same checks: a third of the requests ask for them.
+		asJSON := rng.IntN(3) == 0
 		for page := 0; page < 20; page++ {
 			requests++
-			what := fmt.Sprintf("%s %q..%q page %d (continue %q)%s", endpoint, req.Key, req.RangeEnd, page, req.Continue, params)
-			code, b, _ := w.e.as(w.e.proxy, "GET", base+"/"+endpoint+q(req)+params, nil, user, w.groups(user)...)
+			what := fmt.Sprintf("%s %q..%q page %d (continue %q)%s json=%v", endpoint, req.Key, req.RangeEnd, page, req.Continue, params, asJSON)
+			var code int
+			var b []byte
+			if endpoint == "restores" {
+				code, b = w.ask("POST", base+"/restores"+params, mustMarshal(t, req), user, asJSON)
+			} else {
+				code, b = w.ask("GET", base+"/"+endpoint+q(req)+params, nil, user, asJSON)
+			}
 			if code != 200 {
 				break // refused: nothing was answered
 			}
+			answered[endpoint]++
 			var got [][]byte
 			var revs []int64 // the revision each key was read at
 			cont := ""
-			switch endpoint {
-			case "objects":
+			switch {
+			case asJSON:
+				got, revs, cont = jsonKeys(t, what, b, req.Revision)
+			case endpoint == "restores":
+				var rr historypb.RestoreResponse
+				if err := proto.Unmarshal(b, &rr); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if rr.Kv != nil {
+					got, revs = append(got, rr.Kv.Key), append(revs, req.Revision)
+				}
+			case endpoint == "objects":
 				var gr historypb.GetResponse
 				if err := proto.Unmarshal(b, &gr); err != nil {
 					t.Fatalf("%s: %v", what, err)
@@ -358,7 +410,7 @@ func TestAuthorizationProperty(t *testing.T) {
 			}
 			check(what, user, got, revs)
 			inRange(t, what, req, got)
-			if cont == "" {
+			if cont == "" || endpoint == "restores" {
 				break
 			}
 			req.Continue = cont
@@ -367,7 +419,67 @@ func TestAuthorizationProperty(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d requests, %d access questions, %d keys answered outside the callers' access", requests, w.z.asked, leaks)
+	t.Logf("%d requests (answered: %v), %d access questions, %d keys answered outside the callers' access", requests, answered, w.z.asked, leaks)
+	for _, ep := range []string{"objects", "logs", "changes", "restores"} {
+		if answered[ep] == 0 {
+			t.Errorf("no %s request was answered: the property holds of nothing there", ep)
+		}
+	}
+}
+
+// ask is a request from the front proxy on behalf of user, asking for
+// the web page's JSON answers when asJSON.
+func (w *propWorld) ask(method, path string, body []byte, user string, asJSON bool) (int, []byte) {
+	hdr := map[string]string{}
+	if asJSON {
+		hdr["Accept"] = apiagg.JSONType
+	}
+	code, b, _ := w.e.asWith(method, path, body, user, hdr, w.groups(user)...)
+	return code, b
+}
+
+// jsonKeys are the keys a JSON answer holds (a log's entries and their
+// previous values, a get's objects, a restore's value), with the revision
+// each was read at, and its continue token. rev is the revision a restore
+// was asked for.
+func jsonKeys(t *testing.T, what string, b []byte, rev int64) (keys [][]byte, revs []int64, cont string) {
+	t.Helper()
+	type kv struct {
+		Key         string `json:"key"`
+		ModRevision int64  `json:"modRevision"`
+	}
+	var a struct {
+		Entries []struct {
+			Revision int64 `json:"revision"`
+			KV       *kv   `json:"kv"`
+			PrevKV   *kv   `json:"prevKv"`
+		} `json:"entries"`
+		Revision int64  `json:"revision"`
+		KV       *kv    `json:"kv"`
+		KVs      []*kv  `json:"kvs"`
+		Continue string `json:"continue"`
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatalf("%s: %v: %.200s", what, err, b)
+	}
+	for _, e := range a.Entries {
+		if e.KV != nil {
+			keys, revs = append(keys, []byte(e.KV.Key)), append(revs, e.Revision)
+		}
+		if e.PrevKV != nil {
+			keys, revs = append(keys, []byte(e.PrevKV.Key)), append(revs, e.PrevKV.ModRevision)
+		}
+	}
+	if a.Revision != 0 {
+		rev = a.Revision
+	}
+	if a.KV != nil {
+		keys, revs = append(keys, []byte(a.KV.Key)), append(revs, rev)
+	}
+	for _, k := range a.KVs {
+		keys, revs = append(keys, []byte(k.Key)), append(revs, rev)
+	}
+	return keys, revs, a.Continue
 }
 
 // inRange fails when an answer holds a key outside the request's own

@@ -308,13 +308,16 @@ func TestJSONAnswers(t *testing.T) {
 var errForbiddenByPolicy = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "app", errors.New("violates a policy"))
 
 // asWith is as, from the front proxy, with headers of the caller's own.
-func (e *env) asWith(method, path string, body []byte, name string, hdr map[string]string) (int, []byte, http.Header) {
+func (e *env) asWith(method, path string, body []byte, name string, hdr map[string]string, groups ...string) (int, []byte, http.Header) {
 	e.t.Helper()
 	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("X-Remote-User", name)
+	for _, g := range groups {
+		req.Header.Add("X-Remote-Group", g)
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
