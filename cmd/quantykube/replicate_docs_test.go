@@ -19,13 +19,9 @@ import (
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
-// docBlock is a sh block of a page that a marker line precedes.
-type docBlock struct{ marker, text string }
-
-// markedBlocks are the sh blocks of section in page (from the module
-// root) that a `<!-- test: ... -->` line precedes, in order: the markers
-// of test/e2e's chart-docs.
-func markedBlocks(t *testing.T, page, section string) []docBlock {
+// markedBlocks are the marked sh blocks (framework.DocBlocks) of
+// section in page, from the module root.
+func markedBlocks(t *testing.T, page, section string) []framework.DocBlock {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", page))
 	if err != nil {
@@ -36,26 +32,9 @@ func markedBlocks(t *testing.T, page, section string) []docBlock {
 		t.Fatalf("%s has no %s", page, section)
 	}
 	text, _, _ = strings.Cut(text, "\n## ")
-	lines := strings.Split(text, "\n")
-	var blocks []docBlock
-	for i := 0; i < len(lines); i++ {
-		m := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(m, "<!-- test: ") {
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "```sh" {
-			t.Fatalf("%s, %s: %s is not followed by a ```sh block", page, section, m)
-		}
-		var body []string
-		j := i + 2
-		for ; j < len(lines) && lines[j] != "```"; j++ {
-			body = append(body, lines[j])
-		}
-		if j == len(lines) {
-			t.Fatalf("%s, %s: a block is not closed", page, section)
-		}
-		blocks = append(blocks, docBlock{marker: m, text: strings.Join(body, "\n") + "\n"})
-		i = j
+	blocks, err := framework.DocBlocks(page+", "+section, text)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return blocks
 }
@@ -78,7 +57,7 @@ func TestReplicationDocCommands(t *testing.T) {
 	blocks := markedBlocks(t, "docs/backup.md", "## Replication to object storage (SQLite)")
 	var markers []string
 	for _, b := range blocks {
-		markers = append(markers, b.marker)
+		markers = append(markers, b.Marker)
 	}
 	want := []string{"<!-- test: serve -->", "<!-- test: run -->", "<!-- test: run -->", "<!-- test: run -->", "<!-- test: run -->"}
 	if strings.Join(markers, "\n") != strings.Join(want, "\n") {
@@ -97,13 +76,13 @@ func TestReplicationDocCommands(t *testing.T) {
 	}
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	paths := []string{"/var/lib/quantykube", lib, "/run/quantykube", run, docBucket, "file://" + bdir}
-	command := func(block docBlock, replace ...string) *exec.Cmd {
-		text := strings.NewReplacer(append(paths, replace...)...).Replace(block.text)
+	command := func(block framework.DocBlock, replace ...string) *exec.Cmd {
+		text := strings.NewReplacer(append(paths, replace...)...).Replace(block.Text)
 		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", text)
 		cmd.Dir, cmd.Env = work, env
 		return cmd
 	}
-	mustRun := func(i int, block docBlock, replace ...string) string {
+	mustRun := func(i int, block framework.DocBlock, replace ...string) string {
 		t.Helper()
 		cmd := command(block, replace...)
 		var out bytes.Buffer

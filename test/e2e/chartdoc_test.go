@@ -35,7 +35,8 @@ func shapePages() []string {
 // chartBlock is a marked sh block: its page and its text.
 type chartBlock struct{ page, text string }
 
-// runBlocks are the marked sh blocks of the given pages, in order.
+// runBlocks are the sh blocks of the given pages marked runMarker, in
+// order.
 func runBlocks(t testing.TB, pages ...string) []chartBlock {
 	t.Helper()
 	root, err := framework.ModuleRoot()
@@ -48,24 +49,15 @@ func runBlocks(t testing.TB, pages ...string) []chartBlock {
 		if err != nil {
 			t.Fatalf("the chart's page: %v", err)
 		}
-		lines := strings.Split(string(b), "\n")
-		for i := 0; i < len(lines); i++ {
-			if strings.TrimSpace(lines[i]) != runMarker {
-				continue
+		marked, err := framework.DocBlocks(page, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range marked {
+			if m.Marker != runMarker {
+				t.Fatalf("%s:%d: %s: the chart's pages mark blocks %s only", page, m.Line, m.Marker, runMarker)
 			}
-			if i+1 >= len(lines) || lines[i+1] != "```sh" {
-				t.Fatalf("%s:%d: %s is not followed by a ```sh block", page, i+1, runMarker)
-			}
-			var body []string
-			j := i + 2
-			for ; j < len(lines) && lines[j] != "```"; j++ {
-				body = append(body, lines[j])
-			}
-			if j == len(lines) {
-				t.Fatalf("%s:%d: the block is not closed", page, i+2)
-			}
-			blocks = append(blocks, chartBlock{page: page, text: strings.Join(body, "\n") + "\n"})
-			i = j
+			blocks = append(blocks, chartBlock{page: page, text: m.Text})
 		}
 	}
 	return blocks
