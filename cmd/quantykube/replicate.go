@@ -33,7 +33,8 @@ func (o *objstoreFlags) register(fs *pflag.FlagSet, prefix string) {
 type replicateFlags struct {
 	url string
 	objstoreFlags
-	cfg replicate.Config
+	cfg  replicate.Config
+	hold time.Duration
 }
 
 func (r *replicateFlags) register(fs *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (r *replicateFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.cfg.BaseInterval, "replicate-base-interval", replicate.DefaultBaseInterval, "replication: take a fresh base (a whole copy of the store) this often")
 	fs.IntVar(&r.cfg.RetainBases, "replicate-retain-bases", replicate.DefaultRetainBases, "replication: keep this many bases, with the segments after the oldest")
 	fs.DurationVar(&r.cfg.RetainAge, "replicate-retain-age", replicate.DefaultRetainAge, "replication: also prune bases older than this (the newest always stays; 0: by count only)")
+	fs.DurationVar(&r.hold, "replicate-hold", replicate.DefaultHold, "replication: while the object store cannot be reached, keep the history not yet shipped past the --retain rules for up to this long; past it they prune it, and a fresh base follows (0: retention alone decides)")
 }
 
 func (r *replicateFlags) check() error {
@@ -58,8 +60,26 @@ func (r *replicateFlags) check() error {
 		return fmt.Errorf("--replicate-retain-bases %d: want at least 1", r.cfg.RetainBases)
 	case r.cfg.RetainAge < 0:
 		return fmt.Errorf("--replicate-retain-age %s: want 0 or more", r.cfg.RetainAge)
+	case r.hold < 0:
+		return fmt.Errorf("--replicate-hold %s: want 0 or more", r.hold)
+	}
+	r.cfg.Hold = r.hold
+	if r.hold == 0 {
+		r.cfg.Hold = -1 // the flag's 0 is the Config's "not at all"
 	}
 	return nil
+}
+
+// retentionHold is the replicator's hold on the store's retention
+// (Replicator.Hold), bound before the server starts and the replicator
+// after: none before it starts.
+func (r *replicateFlags) retentionHold(rep *atomic.Pointer[replicate.Replicator]) func() int64 {
+	return func() int64 {
+		if p := rep.Load(); p != nil {
+			return p.Hold()
+		}
+		return 0
+	}
 }
 
 // healthWarning is the replicator's /readyz?verbose warning, bound before

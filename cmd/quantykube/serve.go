@@ -217,6 +217,7 @@ func (ServeCommand) Run(ctx context.Context, args []string, _, stderr io.Writer)
 			return err
 		}
 		cfg.HealthWarnings = append(cfg.HealthWarnings, f.replicate.healthWarning(&rep))
+		cfg.RetentionHold = f.replicate.retentionHold(&rep)
 	}
 	srv, err := endpoint.Start(ctx, cfg)
 	if err != nil {

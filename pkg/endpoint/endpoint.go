@@ -118,6 +118,10 @@ type Config struct {
 	RetainBytes int64
 	// PruneInterval is how often retention runs (default 30 s).
 	PruneInterval time.Duration
+	// RetentionHold, when set, names the lowest revision a consumer still
+	// has to read from the log (0: none), which retention keeps
+	// (mvcc.Options.Hold): replication's revisions not yet shipped.
+	RetentionHold func() int64
 	// LiveIndexBytes budgets the in-memory index of the live keys that
 	// answers reads at the latest revision (0: the default, 256 MiB; on
 	// PostgreSQL each replica keeps one); DisableLiveIndex turns it off.
@@ -184,6 +188,7 @@ func OpenStore(ctx context.Context, cfg Config) (*mvcc.Store, error) {
 		RetainPrefixes:      cfg.RetainPrefixes,
 		RetainBytes:         cfg.RetainBytes,
 		PruneInterval:       cfg.PruneInterval,
+		Hold:                cfg.RetentionHold,
 		LiveIndexBytes:      cfg.LiveIndexBytes,
 		LiveIndexValueBytes: cfg.LiveIndexValueBytes,
 		DisableLiveIndex:    cfg.DisableLiveIndex,

@@ -202,7 +202,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 // target is the floor r's retention asks for now: the newest revision
 // committed before now minus its retention, or, where its byte budget
 // asks for more, the lowest revision above which its changes fit the
-// budget; ok is false when neither asks for any.
+// budget; ok is false when neither asks for any. Options.Hold caps it.
 func (s *Store) target(ctx context.Context, r *retentionRule) (f Floor, ok bool, err error) {
 	if r.retain != 0 {
 		cutoff := s.opts.Now().Add(-r.retain).UnixMilli()
@@ -212,17 +212,35 @@ func (s *Store) target(ctx context.Context, r *retentionRule) (f Floor, ok bool,
 		}
 		ok = err == nil
 	}
-	if r.budget == nil {
-		return f, ok, nil
-	}
-	if rev := r.budget.floor(); rev > f.Rev {
-		err := s.rdb.QueryRowContext(ctx, s.sql.Retention.AtRev, rev).Scan(&f.Rev, &f.UnixMs)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return f, false, err
+	if r.budget != nil {
+		if rev := r.budget.floor(); rev > f.Rev {
+			err := s.rdb.QueryRowContext(ctx, s.sql.Retention.AtRev, rev).Scan(&f.Rev, &f.UnixMs)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return f, false, err
+			}
+			ok = ok || err == nil
 		}
-		ok = ok || err == nil
+	}
+	if ok && s.opts.Hold != nil {
+		if h := s.opts.Hold(); h > 0 && f.Rev > h {
+			var at Floor
+			err := s.rdb.QueryRowContext(ctx, s.sql.Retention.AtRev, h).Scan(&at.Rev, &at.UnixMs)
+			if err != nil {
+				// No row at or after the hold: nothing it needs is here.
+				return f, ok, ignoreNoRows(err)
+			}
+			f = Floor{Rev: h, UnixMs: at.UnixMs}
+		}
 	}
 	return f, ok, nil
+}
+
+// ignoreNoRows is err, or nil for sql.ErrNoRows.
+func ignoreNoRows(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 func (s *Store) pruneRule(ctx context.Context, r *retentionRule) (int, error) {

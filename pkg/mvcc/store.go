@@ -47,6 +47,11 @@ type Options struct {
 	// one pruning transaction examines.
 	PruneInterval time.Duration
 	PruneBatch    int
+	// Hold, when set, names the lowest revision a consumer outside the
+	// store still has to read from the log (0: none): every rule's floor
+	// stays at or below it, whatever its time or size asks. The consumer
+	// bounds how long it holds (replication: --replicate-hold).
+	Hold func() int64
 	// LiveIndexBytes budgets the live index, the in-memory index of the
 	// live keys that serves latest-revision reads (index.go, and
 	// index_replica.go on a ReplicaDialect): its rows and the values it

@@ -24,6 +24,11 @@ const (
 	// DefaultSegmentBytes bounds one segment's keys and values: a backlog
 	// drains in segments of this size, one per interval.
 	DefaultSegmentBytes = 32 << 20
+	// DefaultHold is how long history not yet shipped outlives the
+	// store's retention rules (the shortest is 10 min, for leases) while
+	// the bucket cannot be reached: at k3s's write rates, an hour of
+	// history is tens of MB of disk.
+	DefaultHold = time.Hour
 )
 
 // Config says what to replicate where.
@@ -41,7 +46,10 @@ type Config struct {
 	RetainBases  int
 	RetainAge    time.Duration
 	SegmentBytes int
-	Logger       *slog.Logger
+	// Hold bounds how long Hold keeps retention from the revisions not
+	// shipped (0: DefaultHold; negative: not at all).
+	Hold   time.Duration
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -56,6 +64,9 @@ func (c *Config) defaults() {
 	}
 	if c.SegmentBytes <= 0 {
 		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.Hold == 0 {
+		c.Hold = DefaultHold
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -229,6 +240,20 @@ func (r *Replicator) Status() Status {
 	return st
 }
 
+// Hold is the revision from which the store's retention must keep every
+// row (mvcc.Options.Hold): the first not shipped, so that a bucket out of
+// reach for longer than the shortest retention rule leaves no gap. Past
+// Config.Hold of waiting it is 0 (no hold): retention prunes as it would,
+// the replicator finds the gap and takes a fresh base. Also 0 while a
+// fresh base is due: the chain restarts from it.
+func (r *Replicator) Hold() int64 {
+	st := r.Status()
+	if st.BaseDue || r.cfg.Hold < 0 || !st.Behind.IsZero() && time.Since(st.Behind) >= r.cfg.Hold {
+		return 0
+	}
+	return st.Shipped + 1
+}
+
 // Lineage is the lineage id the store and its bucket share.
 func (r *Replicator) Lineage() string { return r.lineage }
 
@@ -248,16 +273,20 @@ func (r *Replicator) run(ctx context.Context) {
 
 // step does one interval's work: a base when one is due, else at most one
 // segment. A failure is kept in the status and tried again next interval.
+// While a failed base waits out its backoff, a scheduled one lets
+// segments go on (the chain does not need it); a forced one does not
+// (the chain cannot go on without it).
 func (r *Replicator) step(ctx context.Context) {
 	r.mu.Lock()
 	forced := r.needBase
 	due := forced || time.Since(r.lastBase) >= r.cfg.BaseInterval
 	r.mu.Unlock()
+	backoff := time.Now().Before(r.baseWait)
 	var err error
 	switch {
-	case due && time.Now().Before(r.baseWait):
+	case forced && backoff:
 		return
-	case due:
+	case due && !backoff:
 		err = r.base(ctx, forced)
 		r.baseBackoff(err)
 	default:

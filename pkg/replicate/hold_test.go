@@ -1,0 +1,164 @@
+package replicate_test
+
+import (
+	"database/sql"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/replicate"
+)
+
+// retentionFloor is the highest floor of the store's retention rules.
+func retentionFloor(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var floor int64
+	if err := db.QueryRow(`SELECT MAX(COALESCE((SELECT MAX(value) FROM meta WHERE name = 'retain_floor'), 0), COALESCE((SELECT MAX(floor) FROM retention), 0))`).Scan(&floor); err != nil {
+		t.Fatal(err)
+	}
+	return floor
+}
+
+// While the bucket is away, the replicator holds the store's retention at
+// the first revision not shipped: the floors stop there however far the
+// rules would take them, the bucket's return needs no fresh base, and
+// every revision of the outage restores. Past Config.Hold the hold goes,
+// retention prunes, and a fresh base follows.
+func TestReplicateHoldsRetention(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	var rep atomic.Pointer[replicate.Replicator]
+	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + path,
+		RetainBytes: 4 << 10, PruneInterval: 10 * time.Millisecond,
+		RetentionHold: func() int64 {
+			if r := rep.Load(); r != nil {
+				return r.Hold()
+			}
+			return 0
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	db, err := sqlite.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	start := func(hold time.Duration) *replicate.Replicator {
+		r, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, path), Store: st, Interval: 10 * time.Millisecond, Hold: hold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Store(r)
+		return r
+	}
+	away := func() {
+		if err := os.Rename(bdir, bdir+".away"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bdir, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := func() {
+		if err := os.Remove(bdir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(bdir+".away", bdir); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := start(time.Hour)
+	revs := workload(t, c, rng, 10)
+	waitShipped(t, r, revs[len(revs)-1])
+	shipped := r.Status().Shipped
+	away()
+	// 1,000 writes: without the hold the 4 KiB budget moves the floor
+	// past the last revision shipped within a few hundred
+	// (TestReplicateBacklogPastRetention). With it, retention still runs
+	// and stops at the hold.
+	var outage []int64
+	for range 20 {
+		outage = append(outage, workload(t, c, rng, 50)...)
+		if f := retentionFloor(t, db); f > shipped+1 {
+			t.Fatalf("retention's floor %d passed the hold at %d (the first revision not shipped)", f, shipped+1)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); retentionFloor(t, db) != shipped+1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("retention's floor %d, want the hold %d: retention did not run up to it", retentionFloor(t, db), shipped+1)
+		}
+	}
+	// The states to restore, read while the hold keeps them: once shipped,
+	// retention prunes them from the store.
+	last := outage[len(outage)-1]
+	want := map[int64]string{}
+	for _, rev := range []int64{shipped + 1, outage[rng.IntN(len(outage))], outage[rng.IntN(len(outage))], last} {
+		_, want[rev] = state(t, c, rev)
+	}
+	back()
+	waitShipped(t, r, last)
+	l, err := replicate.List(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Bases) != 1 {
+		t.Fatalf("bases %+v: the outage took a fresh base", l.Bases)
+	}
+	for rev, w := range want {
+		rc, _ := restored(t, st, replicate.Target{Rev: rev})
+		if got, s := state(t, rc, 0); got != rev || s != w {
+			t.Fatalf("restored at %d: revision %d, state\n%s\nwant\n%s", rev, got, s, w)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The bound: a hold of 200 ms lets retention past the first revision
+	// not shipped once the oldest has waited that long.
+	r = start(200 * time.Millisecond)
+	defer r.Close()
+	shipped = r.Status().Shipped
+	away()
+	began := time.Now()
+	for i := 0; retentionFloor(t, db) <= shipped+1; i++ {
+		if i == 400 {
+			t.Fatalf("retention's floor still at or below %d after 20,000 writes", shipped+1)
+		}
+		workload(t, c, rng, 50)
+	}
+	if held := time.Since(began); held < 200*time.Millisecond {
+		t.Fatalf("retention passed the hold after %s, before the 200ms bound", held)
+	}
+	back()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l, err := replicate.List(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Bases) == 2 && l.Bases[1].Rev > shipped+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bases %+v, want a fresh one past %d once the hold went", l.Bases, shipped+1)
+		}
+	}
+}
