@@ -27,10 +27,9 @@ type LiveVisitor interface {
 
 // livePageRows and livePageBytes bound one page of live keys, as the
 // state hash's do: memory holds a page, not the store.
-const (
-	livePageRows  = 1000
-	livePageBytes = 8 << 20
-)
+var livePageRows = 1000
+
+const livePageBytes = 8 << 20
 
 // ReadLive reads the store's live state at its latest revision (the
 // revision, every live key, every lease) in one read transaction, so
@@ -118,6 +117,6 @@ func readLiveKeys(ctx context.Context, tx *sql.Tx, st *Statements, rev int64, v 
 			return nil
 		}
 		kr = KeyRange{Key: append(bytes.Clone(last), 0), Unbounded: true}
-		limit = max(1, min(livePageRows, int64(livePageBytes)/max(1, int64(size)/n)))
+		limit = max(1, min(int64(livePageRows), int64(livePageBytes)/max(1, int64(size)/n)))
 	}
 }
