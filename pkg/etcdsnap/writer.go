@@ -13,7 +13,7 @@ import (
 
 // txBytes bounds what one bbolt transaction writes: bbolt keeps every
 // page a transaction dirties in memory until it commits.
-const txBytes = 64 << 20
+var txBytes = 64 << 20
 
 // Writer writes a snapshot: Create, Put and Lease, then Finish (or Abort).
 // It writes FILE.part and renames it FILE when finished, so that a

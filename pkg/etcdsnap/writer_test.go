@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,5 +183,51 @@ func TestWriterRefuses(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left after a refused snapshot: %v", p, err)
 		}
+	}
+}
+
+// A snapshot written over many transactions holds every record.
+func TestWriterCommitsAsItGoes(t *testing.T) {
+	old := txBytes
+	txBytes = 200
+	defer func() { txBytes = old }()
+	path := filepath.Join(t.TempDir(), "snap.db")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := range n {
+		kv := KeyValue{Key: []byte(strconv.Itoa(i)), Value: bytes.Repeat([]byte{'v'}, 50), CreateRevision: 2, ModRevision: int64(2 + i/3), Version: 1}
+		if err := w.Put(kv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(n); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "db")
+	if err := os.WriteFile(db, raw[:len(raw)-sha256.Size], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bolt.Open(db, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	if err := bdb.View(func(tx *bolt.Tx) error {
+		if got := tx.Bucket(bucketKey).Stats().KeyN; got != n {
+			t.Errorf("%d keys, want %d", got, n)
+		}
+		if tx.Bucket(bucketMeta).Get(metaFinishedCompact) == nil {
+			t.Error("no compacted revision")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
