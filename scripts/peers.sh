@@ -5,9 +5,10 @@
 #   scripts/peers.sh etcd        etcd  $ETCD_VERSION (default v3.6.16)
 #   scripts/peers.sh kine        kine  $KINE_VERSION (default v0.17.5)
 #   scripts/peers.sh etcdctl     etcdctl $ETCD_VERSION
+#   scripts/peers.sh etcdutl     etcdutl $ETCD_VERSION
 # etcd is built through a scratch module whose main calls etcdmain.Main;
-# etcdctl from a scratch module that requires it (its go.mod replaces
-# etcd's other modules with ../, so go install refuses it); kine with go
+# etcdctl and etcdutl from a scratch module that requires each (their
+# go.mod replaces etcd's other modules with ../, so go install refuses it); kine with go
 # install. Concurrent callers (parallel test binaries) wait on
 # a lock instead of building twice.
 set -euo pipefail
@@ -65,32 +66,36 @@ GO
 	echo "$out"
 }
 
-build_etcdctl() {
-	local out=$BIN/etcdctl-$ETCD_VERSION
+# build_etcd_tool TOOL PKG builds etcd's TOOL (etcdctl, etcdutl), whose
+# module's package PKG a blank import keeps required.
+build_etcd_tool() {
+	local tool=$1
+	local out=$BIN/$tool-$ETCD_VERSION
 	if [ ! -x "$out" ]; then
-		echo "peers: building etcdctl $ETCD_VERSION" >&2
-		local mod=$CACHE/etcdctl-$ETCD_VERSION
+		echo "peers: building $tool $ETCD_VERSION" >&2
+		local mod=$CACHE/$tool-$ETCD_VERSION
 		mkdir -p "$mod"
 		(
 			cd "$mod"
-			[ -f go.mod ] || "$GO" mod init quantykube.peers/etcdctl >/dev/null 2>&1
+			[ -f go.mod ] || "$GO" mod init quantykube.peers/$tool >/dev/null 2>&1
 			# A blank import keeps the requirement through go mod tidy.
-			printf '%s\n' '//go:build tools' '' 'package tools' '' 'import _ "go.etcd.io/etcd/etcdctl/v3/ctlv3"' >tools.go
-			GOFLAGS= "$GO" get "go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION" >&2
+			printf '%s\n' '//go:build tools' '' 'package tools' '' "import _ \"go.etcd.io/etcd/$tool/v3/$2\"" >tools.go
+			GOFLAGS= "$GO" get "go.etcd.io/etcd/$tool/v3@$ETCD_VERSION" >&2
 			GOFLAGS= "$GO" mod tidy >&2
-			GOFLAGS=-buildvcs=false "$GO" build -o "$out.tmp" go.etcd.io/etcd/etcdctl/v3 >&2
+			GOFLAGS=-buildvcs=false "$GO" build -o "$out.tmp" go.etcd.io/etcd/$tool/v3 >&2
 		)
 		mv "$out.tmp" "$out"
 	fi
 	echo "$out"
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/peers.sh etcd|etcdctl|kine ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/peers.sh etcd|etcdctl|etcdutl|kine ..." >&2; exit 2; }
 for p in "$@"; do
 	case "$p" in
 	etcd) build_etcd ;;
-	etcdctl) build_etcdctl ;;
+	etcdctl) build_etcd_tool etcdctl ctlv3 ;;
+	etcdutl) build_etcd_tool etcdutl etcdutl ;;
 	kine) build_kine ;;
-	*) echo "peers: unknown peer $p (want etcd, etcdctl or kine)" >&2; exit 2 ;;
+	*) echo "peers: unknown peer $p (want etcd, etcdctl, etcdutl or kine)" >&2; exit 2 ;;
 	esac
 done

@@ -185,3 +185,10 @@ func SetHashPage(rows int) (restore func()) {
 	hashPageRows = rows
 	return func() { hashPageRows = old }
 }
+
+// SetLivePage sets the most live keys a page of ReadLive reads.
+func SetLivePage(rows int) (restore func()) {
+	old := livePageRows
+	livePageRows = rows
+	return func() { livePageRows = old }
+}

@@ -27,6 +27,7 @@ type peer struct {
 var (
 	etcdPeer    = &peer{name: "etcd"}
 	etcdctlPeer = &peer{name: "etcdctl"}
+	etcdutlPeer = &peer{name: "etcdutl"}
 	kinePeer    = &peer{name: "kine"}
 )
 
@@ -39,6 +40,10 @@ func etcdBinary() (string, error) { return etcdPeer.build() }
 // EtcdctlBinary is etcd's own client, etcdctl of the same release as
 // EtcdBinary, built and cached by scripts/peers.sh as etcd is.
 func EtcdctlBinary() (string, error) { return etcdctlPeer.build() }
+
+// EtcdutlBinary is etcd's offline tool (snapshot restore and status) of
+// the same release as EtcdBinary, built and cached by scripts/peers.sh.
+func EtcdutlBinary() (string, error) { return etcdutlPeer.build() }
 
 // KineBinary is kine v0.17.5 built by scripts/peers.sh (cached as etcd
 // is), for the tests that import from a database kine wrote.

@@ -91,8 +91,8 @@ func requires(t *testing.T, dir string) map[string]bool {
 // The plugin's own dependencies stay in its module: this module's go.mod
 // requires none of them, no package of them is built into a program that
 // embeds pkg/endpoint, and of the module graph an embedder resolves, only
-// cobra remains, as kube-apiserver's libraries' requirement (which builds
-// none of it into the embedder).
+// cobra remains, as kube-apiserver's libraries' requirement and bbolt's
+// (its command's, ADR-051), which build none of it into the embedder.
 func TestModuleGraphHasNoPluginModules(t *testing.T) {
 	mine, theirs := requires(t, root), requires(t, plugin)
 	for _, m := range pluginOnly {
@@ -109,7 +109,7 @@ func TestModuleGraphHasNoPluginModules(t *testing.T) {
 			if !strings.HasPrefix(to, m+"@") {
 				continue
 			}
-			if m != "github.com/spf13/cobra" || !strings.HasPrefix(from, "k8s.io/") {
+			if m != "github.com/spf13/cobra" || !strings.HasPrefix(from, "k8s.io/") && !strings.HasPrefix(from, "go.etcd.io/bbolt@") {
 				t.Errorf("go mod graph reaches %s: %q", m, line)
 			}
 		}
@@ -136,5 +136,19 @@ func TestEmbedderLinksNoAPITypes(t *testing.T) {
 	}
 	if deps := " " + strings.Join(strings.Fields(goCmd(t, root, "list", "-deps", "./cmd/quantykube")), " ") + " "; !strings.Contains(deps, " "+decoder+" ") {
 		t.Errorf("quantykube does not build %s: its web page could not show built-in objects", decoder)
+	}
+}
+
+// The etcd snapshot writer (ADR-051) and bbolt are quantykube export's: a
+// program embedding pkg/endpoint builds neither.
+func TestEmbedderLinksNoSnapshotWriter(t *testing.T) {
+	const writer, bbolt = "github.com/quantyroot/quantykube/pkg/etcdsnap", "go.etcd.io/bbolt"
+	for _, pkg := range strings.Fields(goCmd(t, root, "list", "-deps", "./pkg/endpoint")) {
+		if pkg == writer || pkg == bbolt || strings.HasPrefix(pkg, bbolt+"/") {
+			t.Errorf("a program embedding pkg/endpoint builds %s", pkg)
+		}
+	}
+	if deps := " " + strings.Join(strings.Fields(goCmd(t, root, "list", "-deps", "./cmd/quantykube")), " ") + " "; !strings.Contains(deps, " "+writer+" ") {
+		t.Errorf("quantykube does not build %s: export --etcd-snapshot could not write", writer)
 	}
 }
