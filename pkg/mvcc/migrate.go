@@ -56,7 +56,8 @@ var ErrMigratePending = errors.New("this store is the target of a quantykube mig
 // version, its member (a new member of the source's cluster), the
 // replication lineage (the target is a new store for a bucket: ADR-044
 // refuses mixing it with the source's objects), the writer mark of the
-// target's own replicas, and the marks Migrate writes itself.
+// target's own replicas, and the marks Migrate writes itself; nor are the
+// rows server/<id> the source's running servers announce themselves in.
 var metaNotCopied = map[string]bool{
 	"schema": true, "member_id": true, "lineage": true, "last_writer": true,
 	migratePending: true, importedLeasesPending: true,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 )
 
 // migrateTarget is the store a Migrate writes.
@@ -178,7 +179,7 @@ func (c *migrateCopy) finish(r *Reader, sq migrateSQL, meta map[string]int64, st
 	}
 	names := make([]string, 0, len(meta))
 	for name := range meta {
-		if !metaNotCopied[name] {
+		if !metaNotCopied[name] && !strings.HasPrefix(name, "server/") {
 			names = append(names, name)
 		}
 	}
