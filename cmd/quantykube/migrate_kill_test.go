@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,6 +97,10 @@ func TestMigrateKilledMidCopy(t *testing.T) {
 				t.Fatalf("serve on the half-migrated target: %v\n%s\nwant it refused, saying to rerun migrate", err, out)
 			}
 
+			other := "sqlite://" + filepath.Join(t.TempDir(), "other.db")
+			if _, err := runMigrate(t, target.DSN(), other); err == nil || !strings.Contains(err.Error(), "did not finish") {
+				t.Fatalf("a migrate from the half-migrated target: %v, want it refused", err)
+			}
 			if _, err := runMigrate(t, src.DSN(), target.DSN()); err != nil {
 				t.Fatalf("migrate again: %v", err)
 			}

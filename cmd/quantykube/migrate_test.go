@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -213,5 +216,61 @@ func TestMigrateRoundTrip(t *testing.T) {
 	resp, err := prev.Client(t).Put(t.Context(), "/after", "x")
 	if err != nil || resp.Header.Revision != top.Revision+1 {
 		t.Fatalf("the first write after the moves: %v, %v; want revision %d", resp, err, top.Revision+1)
+	}
+}
+
+// migrate refuses what it cannot copy, before writing anything: missing
+// flags, a source that is no store, a target that is not empty (the
+// source given as the target among them) or holds other tables.
+func TestMigrateRefusals(t *testing.T) {
+	dir := t.TempDir()
+	src := framework.Start(t, framework.SQLite, framework.Options{})
+	if _, err := src.Client(t).Put(t.Context(), "/a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	src.Stop(t)
+	before, err := checkHash(t, "--endpoint", src.DSN(), "--history-from", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := func() string {
+		x := framework.Start(t, framework.SQLite, framework.Options{})
+		x.Stop(t)
+		return x.DSN()
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	if err := os.WriteFile(foreign, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE kine (id INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--to", empty()}, "--from is required"},
+		{[]string{"--from", src.DSN()}, "--to is required"},
+		{[]string{"--from", src.DSN(), "--to", empty(), "--batch-rows", "0"}, "--batch-rows 0"},
+		{[]string{"--from", src.DSN(), "--to", empty(), "extra"}, "takes no arguments"},
+		{[]string{"--from", "sqlite://" + filepath.Join(dir, "none.db"), "--to", empty()}, "the source"},
+		{[]string{"--from", src.DSN(), "--to", src.DSN()}, "not empty"},
+		{[]string{"--from", src.DSN(), "--to", "sqlite://" + foreign}, "not QuantyKube's (kine)"},
+		{[]string{"--from", "http://127.0.0.1:2379", "--to", empty()}, "etcd server, not a database"},
+	} {
+		var out, errb bytes.Buffer
+		err := MigrateCommand{}.Run(t.Context(), c.args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("migrate %v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+	after, err := checkHash(t, "--endpoint", src.DSN(), "--history-from", "0")
+	if err != nil || after.Hash != before.Hash {
+		t.Fatalf("the source changed: %v, %v", after, err)
 	}
 }
