@@ -118,10 +118,10 @@ func Migrate(ctx context.Context, from, to Dialect, opts MigrateOptions) (Migrat
 		fmt.Fprintf(opts.Progress, "migrate: the target held an interrupted migrate: emptied it, starting over\n")
 	}
 	c := &migrateCopy{ctx: ctx, src: src, t: t, opts: opts}
-	if stats.LogRows, err = c.table("log", sq.readLog(), migLogCols, 9, logRows); err != nil {
+	if stats.LogRows, err = c.table("log", sq.readLog(), migLogCols, migLogBytes, logRows); err != nil {
 		return stats, fmt.Errorf("migrate: %w", err)
 	}
-	if stats.Keys, err = c.table("current", sq.readCurrent(), migCurrentCols, 5, keys); err != nil {
+	if stats.Keys, err = c.table("current", sq.readCurrent(), migCurrentCols, migCurrentBytes, keys); err != nil {
 		return stats, fmt.Errorf("migrate: %w", err)
 	}
 	if err := c.finish(r, sq, meta, &stats); err != nil {
@@ -164,9 +164,11 @@ type migrateCopy struct {
 }
 
 // table copies the rows query reads from the source into table's cols on
-// the target, in batches; a NULL stays NULL (a delete's value) and an
-// empty value stays empty.
-func (c *migrateCopy) table(table, query, cols string, ncols int, total int64) (int64, error) {
+// the target, in batches; isBytes says which columns hold bytes (the
+// others are integers). A NULL stays NULL (a delete's value) and an empty
+// value stays empty.
+func (c *migrateCopy) table(table, query, cols string, isBytes []bool, total int64) (int64, error) {
+	ncols := len(isBytes)
 	rows, err := c.src.QueryContext(c.ctx, query)
 	if err != nil {
 		return 0, fmt.Errorf("read the source's %s: %w", table, err)
@@ -198,22 +200,19 @@ func (c *migrateCopy) table(table, query, cols string, ncols int, total int64) (
 	dest := make([]any, ncols)
 	vals := make([]sql.Null[[]byte], ncols)
 	ints := make([]int64, ncols)
-	for rows.Next() {
-		// Columns 0 to 3 of the log may be bytes (key, value); current's
-		// first column is its key. Each column is scanned as what it is.
-		kinds := columnKinds(table)
-		for i := range dest {
-			if kinds[i] {
-				dest[i] = &vals[i]
-			} else {
-				dest[i] = &ints[i]
-			}
+	for i := range dest {
+		if isBytes[i] {
+			dest[i] = &vals[i]
+		} else {
+			dest[i] = &ints[i]
 		}
+	}
+	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return done, fmt.Errorf("read the source's %s: %w", table, err)
 		}
 		for i := range dest {
-			if !kinds[i] {
+			if !isBytes[i] {
 				args = append(args, ints[i])
 				continue
 			}
@@ -243,14 +242,4 @@ func (c *migrateCopy) table(table, query, cols string, ncols int, total int64) (
 	}
 	fmt.Fprintf(c.opts.Progress, "migrate: %s: %d rows copied\n", table, done)
 	return done, nil
-}
-
-// columnKinds says which of a copied table's columns hold bytes.
-func columnKinds(table string) []bool {
-	switch table {
-	case "log": // rev, sub, key, value, create_rev, version, lease, deleted, unix_ms
-		return []bool{false, false, true, true, false, false, false, false, false}
-	default: // current: key, create_rev, mod_rev, version, lease
-		return []bool{true, false, false, false, false}
-	}
 }

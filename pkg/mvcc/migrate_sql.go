@@ -50,6 +50,12 @@ const (
 	migRetentionCols = "prefix, floor, floor_unix_ms, `cursor`"
 )
 
+// Which of migLogCols and migCurrentCols hold bytes.
+var (
+	migLogBytes     = []bool{false, false, true, true, false, false, false, false, false}
+	migCurrentBytes = []bool{true, false, false, false, false}
+)
+
 func (m migrateSQL) readLog() string {
 	return m.text("SELECT " + migLogCols + " FROM log ORDER BY rev, sub")
 }
