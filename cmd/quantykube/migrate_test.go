@@ -211,6 +211,27 @@ func TestMigrateRoundTrip(t *testing.T) {
 		target.Stop(t)
 		prev = target
 	}
+	// Retention goes on where the source's left off: two minutes later
+	// both prune the same rows (a cursor carried too far would leave
+	// some behind on the target).
+	clk.ms.Add((2 * time.Minute).Milliseconds())
+	logs := map[string]map[string]string{}
+	for _, x := range []*framework.Target{src, prev} {
+		x.Start(t)
+		if _, err := x.Server().Store().Prune(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		logs[x.DSN()] = historyLogs(t, x, keys)
+		x.Stop(t)
+	}
+	for _, k := range keys {
+		if a, b := logs[src.DSN()][k], logs[prev.DSN()][k]; a != b {
+			t.Errorf("after pruning again, Log(%s) on the last copy:\n%s\nwant the source's\n%s", k, b, a)
+		}
+	}
+	if logs[src.DSN()]["/hb/0"] == wantLogs["/hb/0"] {
+		t.Errorf("the second prune removed nothing of /hb/0")
+	}
 	// The last store takes writes on from the source's revision.
 	prev.Start(t)
 	resp, err := prev.Client(t).Put(t.Context(), "/after", "x")
