@@ -45,8 +45,8 @@ const migrateStopEnv = "QUANTYKUBE_TEST_MIGRATE_STOP_AFTER_BATCHES"
 func (c MigrateCommand) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(c, stderr)
 	var from, to endpoint.Config
-	fs.StringVar(&from.Endpoint, "from", "", "the store to copy: sqlite://path (or a bare path), postgres://… or mysql://…, as serve's --endpoint")
-	fs.StringVar(&to.Endpoint, "to", "", "the empty store to fill, in the same forms")
+	fs.StringVar(&from.Endpoint, "from", "", "the store to copy (required): sqlite://path (or a bare path), postgres://… or mysql://…, as serve's --endpoint")
+	fs.StringVar(&to.Endpoint, "to", "", "the empty store to fill (required), in the same forms")
 	batch := fs.Int("batch-rows", 1000, "rows written to the target per transaction")
 	var lf logFlags
 	lf.register(fs)
