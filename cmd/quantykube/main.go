@@ -39,6 +39,7 @@ var commands = []struct {
 	{"serve", "[flags]", "serve the etcd v3 gRPC API", ServeCommand{}},
 	{"history", "COMMAND", "read and restore retained history (log, get, restore, top)", HistoryCommand{}},
 	{"import", "--from SOURCE", "fill an empty store from kine or etcd, keeping revisions", ImportCommand{}},
+	{"migrate", "--from ENDPOINT --to ENDPOINT", "copy a store to another database, history included", MigrateCommand{}},
 	{"backup", "FILE", "copy a live SQLite store, history included", BackupCommand{}},
 	{"restore", "FILE | --from URL", "put a backup back, or restore from object storage", RestoreCommand{}},
 	{"replica", "ls URL", "list a store's replica in object storage", ReplicaCommand{}},

@@ -134,6 +134,9 @@ func (s *Store) loadState(ctx context.Context) (persisted, error) {
 			st.cluster = v
 		case "last_unix_ms":
 			st.lastUnixMs = v
+		case migratePending:
+			rows.Close()
+			return st, ErrMigratePending
 		}
 	}
 	rows.Close()

@@ -33,10 +33,12 @@
 // files the chart gives it). The SQLite cluster's aggregated API is
 // registered by the chart's external profile (apiagg.go).
 //
-// TestImport (import_test.go) and TestBackupRestore (backup_test.go) are
-// not checks: they stop kube-apiserver, move its datastore (`quantykube
-// import` from a real etcd and from kine, Options.Datastore; `quantykube
-// backup` and `restore`) and start it again on what they made.
+// TestImport (import_test.go), TestMigrate (migrate_test.go) and
+// TestBackupRestore (backup_test.go) are not checks: they stop
+// kube-apiserver, move its datastore (`quantykube import` from a real etcd
+// and from kine, Options.Datastore; `quantykube migrate` from SQLite to
+// PostgreSQL, MySQL and SQLite again; `quantykube backup` and `restore`)
+// and start it again on what they made.
 //
 // TestImage (image_test.go) builds the image make image builds, loads it
 // into Debian's podman and runs it with runc (image.go): kube-apiserver
