@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,5 +330,37 @@ func TestCheckPerfRefusals(t *testing.T) {
 	resp, err := cli.Get(ctx, "/etcdctl-check-perf/", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "keep" || resp.Header.Revision != 2 {
 		t.Errorf("after the refusals: %v, %v; want the one key at revision 2", resp, err)
+	}
+}
+
+// An interrupted check (SIGINT ends the command's context) stops writing,
+// deletes the keys it wrote and says so, without a verdict.
+func TestCheckPerfInterrupted(t *testing.T) {
+	shortPerf(t, time.Minute)
+	x := framework.Start(t, framework.SQLite, framework.Options{})
+	cli := x.Client(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// Interrupted once its first put is seen.
+	wch := cli.Watch(ctx, "/etcdctl-check-perf/", clientv3.WithPrefix())
+	go func() {
+		for resp := range wch {
+			if len(resp.Events) > 0 {
+				cancel()
+				return
+			}
+		}
+	}()
+	var out, errs bytes.Buffer
+	err := CheckPerfCommand{}.Run(ctx, []string{"--endpoints", x.Endpoint()}, &out, &errs)
+	if err == nil || !regexp.MustCompile(`^check perf: interrupted; the [1-9]\d* keys written under "/etcdctl-check-perf/" are deleted: context canceled$`).MatchString(err.Error()) {
+		t.Fatalf("interrupted check perf: %v", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("an interrupted check printed a report:\n%s", out.String())
+	}
+	resp, err := cli.Get(t.Context(), "/etcdctl-check-perf/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("after the interrupted check: %v, %v; want no key", resp, err)
 	}
 }
