@@ -142,7 +142,8 @@ var (
 )
 
 // check perf, run as etcdctl's against QuantyKube on SQLite (over TLS
-// with client certificates) and on PostgreSQL, and against etcd v3.6:
+// with client certificates), against two replicas on PostgreSQL (the
+// clients spread over both endpoints), and against etcd v3.6:
 // its table, a verdict consistent with its rows, every put a revision
 // and no failed put, the rate never above the load's, its keys deleted
 // and the store compacted at the deletion.
@@ -159,6 +160,9 @@ func TestCheckPerf(t *testing.T) {
 			o.TLS = &framework.TLSFiles{CAFile: ca.CertFile, CertFile: cert, KeyFile: key, ClientCert: ccert, ClientKey: ckey}
 			tlsArgs = []string{"--trusted-ca-file", ca.CertFile, "--cert-file", ccert, "--key-file", ckey}
 		}
+		if b == framework.Postgres {
+			o.Process, o.Replicas = true, 2
+		}
 		x := framework.Start(t, b, o)
 		cli := x.Client(t)
 		if _, err := cli.Put(ctx, "/perf-test", "outside the prefix"); err != nil {
@@ -171,7 +175,7 @@ func TestCheckPerf(t *testing.T) {
 		rev := before.Header.Revision
 
 		var out, errs bytes.Buffer
-		args := append([]string{"perf", "--endpoints", x.Endpoint(), "--prefix", "/perf-test/", "--auto-compact", "--auto-defrag"}, tlsArgs...)
+		args := append([]string{"perf", "--endpoints", strings.Join(x.Endpoints(), ","), "--prefix", "/perf-test/", "--auto-compact", "--auto-defrag"}, tlsArgs...)
 		runErr := CheckCommand{}.Run(ctx, args, &out, &errs)
 		if runErr != nil && !errors.Is(runErr, errPerfFail) {
 			t.Fatalf("check perf: %v\n%s", runErr, errs.String())
@@ -203,9 +207,14 @@ func TestCheckPerf(t *testing.T) {
 		if want := fmt.Sprintf("Compacted with revision %d", deletedAt); lines[3] != want {
 			t.Errorf("line 4: %q, want %q", lines[3], want)
 		}
-		if want := fmt.Sprintf("Defragmented %q", x.Endpoint()); lines[4] != want {
-			t.Errorf("line 5: %q, want %q", lines[4], want)
+		eps := x.Endpoints()
+		for i, ep := range eps {
+			if want := fmt.Sprintf("Defragmented %q", ep); lines[4+i] != want {
+				t.Errorf("line %d: %q, want %q", 5+i, lines[4+i], want)
+			}
 		}
+		// The rest as after one endpoint's line.
+		lines = slices.Delete(lines, 5, 4+len(eps))
 		if lines[5] != "" || strings.Join(strings.Fields(lines[6]), " ") != "CHECK MEASURED PASSES WHEN RESULT" {
 			t.Errorf("no table header: %q %q", lines[5], lines[6])
 		}
