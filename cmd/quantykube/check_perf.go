@@ -245,7 +245,7 @@ func (r *perfRun) execute(ctx context.Context, cfg clientv3.Config, autoCompact,
 		return nil, fmt.Errorf("check perf: prefix %q holds keys (%q): delete them first (etcdctl del --prefix %s), or give another --prefix", r.prefix, resp.Kvs[0].Key, r.prefix)
 	}
 
-	stats := r.load1(ctx, clients)
+	stats := r.writeLoad(ctx, clients)
 
 	// The keys go even when the run was interrupted.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), perfCleanupTimeout)
@@ -300,9 +300,9 @@ func connectAll(ctx context.Context, clients []*clientv3.Client, timeout time.Du
 	return errors.Join(errs...)
 }
 
-// load1 puts fresh keys from every client at most at the load's rate for
+// writeLoad puts fresh keys from every client at most at the load's rate for
 // its duration (or until ctx ends), and measures each put.
-func (r *perfRun) load1(ctx context.Context, clients []*clientv3.Client) perfStats {
+func (r *perfRun) writeLoad(ctx context.Context, clients []*clientv3.Client) perfStats {
 	// A burst of one: the puts are spread evenly over each second.
 	limiter := rate.NewLimiter(rate.Limit(r.load.limit), 1)
 	ops := make(chan clientv3.Op, len(clients))
