@@ -188,7 +188,7 @@ dist:
 dist-check:
 	cd $(PLUGIN) && GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null .
 
-ci: proto-check dist-check test replicate-s3 conformance e2e chaos
+ci: proto-check dist-check test replicate-s3 conformance e2e chaos check-perf
 
 # The fault and abuse suites (test/chaos, built with the chaos tag; root for
 # FUSE and tmpfs): power cuts on lazyfs, kill -9, PostgreSQL stopped hard,
@@ -252,3 +252,11 @@ bench-memory:
 # and etcd's updates at that rate. See docs/BENCHMARKS.md.
 bench-changes:
 	bash scripts/bench.sh -changes $(BENCH_CHANGES_FLAGS)
+
+# etcdctl's check perf as an operator runs it: quantykube serve on SQLite in
+# a temporary directory on loopback, then `quantykube check perf --load s`
+# against it for etcd's full minute, its table printed; fails on FAIL and
+# on a key left behind (docs/OPERATIONS.md).
+.PHONY: check-perf
+check-perf: build
+	bash scripts/check-perf.sh bin/quantykube

@@ -21,6 +21,7 @@ var checkCommands = []struct {
 	cmd           Command
 }{
 	{"hash", "a hash of the state at a revision, the same on every database: compare replicas, backups, imports", CheckHashCommand{}},
+	{"perf", "etcdctl's check perf: PASS or FAIL for a small, medium, large or xLarge cluster's write load", CheckPerfCommand{}},
 }
 
 // Usage is check's help, which lists its subcommands.

@@ -44,7 +44,7 @@ var commands = []struct {
 	{"restore", "FILE | --from URL", "put a backup back, or restore from object storage", RestoreCommand{}},
 	{"replica", "ls URL", "list a store's replica in object storage", ReplicaCommand{}},
 	{"status", "", "print what a running server holds in memory", StatusCommand{}},
-	{"check", "COMMAND", "check a store (hash)", CheckCommand{}},
+	{"check", "COMMAND", "check a store or a server (hash, perf)", CheckCommand{}},
 	{"export", "--etcd-snapshot FILE", "write the live state as an etcd v3.6 snapshot, keeping revisions", ExportCommand{}},
 	{"apiservice", "", "print what registers the aggregated API with kube-apiserver", APIServiceCommand{}},
 	{"version", "", "print the version and commit", VersionCommand{}},
