@@ -26,6 +26,7 @@ const (
 	quotaBytes = 16 << 20
 	quotaValue = 64 << 10
 	quotaPuts  = 1000
+	quotaLag   = time.Minute
 )
 
 // TestQuota runs etcd and QuantyKube on each database under the same
@@ -97,8 +98,16 @@ func quotaSteps(t *testing.T, b framework.Backend) []string {
 			break
 		}
 	}
+	// MySQL's size follows InnoDB's statistics, which its background
+	// thread recalculates at most every 10 s and later under load (ADR-049):
+	// past the burst's bound the puts go on slowly until that catches up.
+	for paced := time.Now(); err == nil && n >= quotaPuts && time.Since(paced) < quotaLag; n++ {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = rand.Read(value)
+		_, err = cli.Put(ctx, fmt.Sprintf("k%04d", n), string(value))
+	}
 	t.Logf("%s: %d puts of %d KiB in %v before the first refusal", b, n, quotaValue>>10, time.Since(start).Round(time.Millisecond))
-	if n == 0 || n == quotaPuts {
+	if n == 0 || err == nil {
 		t.Fatalf("%d puts of %d KiB under a quota of %d bytes: want the quota reached after at least one", n, quotaValue>>10, quota)
 	}
 	step("put past the quota", err, "")
