@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,7 @@ type serveFlags struct {
 	retainPrefix []string
 	retainBytes  string
 	valueBytes   string
+	quotaBytes   string
 	liveIndex    bool
 	cacheBytes   int64
 	pprofAddr    string
@@ -88,6 +90,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	fs.DurationVar(&cfg.Retain, "retain", DefaultRetain, "keep history this long (0 keeps everything; else at least 75s)")
 	fs.StringVar(&f.retainBytes, "retain-bytes", DefaultRetainBytes, "keep at most this much history (the changes kept and the states they replaced), the oldest pruned first even inside --retain; the live state is never counted nor refused; 0: no limit (docs/adr/030)")
 	fs.StringArrayVar(&f.retainPrefix, "retain-prefix", DefaultRetainPrefixes, "PREFIX=DURATION[,SIZE]: keep history under PREFIX this long instead of --retain, and at most SIZE of it (default: a budget of --retain-bytes of its own); repeatable; replaces the defaults")
+	fs.StringVar(&f.quotaBytes, "quota-backend-bytes", "0", "as etcd's: past this database size (Status's dbSize, measured every second), puts, Txns with a put and lease grants fail with etcd's mvcc: database space exceeded and raise a NOSPACE alarm, kept in the database until etcdctl alarm disarm; reads, deletes, Compact and Defragment still work; 0 or negative: no quota, unlike etcd's 2 GiB default (docs/adr/049)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", 30*time.Second, "how often retention removes history past its window (a byte budget is checked every second)")
 	fs.BoolVar(&f.liveIndex, "live-index", true, "answer reads at the latest revision from an in-memory index of the live keys (docs/adr/008); on PostgreSQL and MySQL each server keeps one, and a read first asks the database its revision, one query shared by concurrent reads (docs/adr/016)")
 	fs.Int64Var(&cfg.LiveIndexBytes, "live-index-bytes", mvcc.DefaultLiveIndexBytes, "memory for the live index: every live key's row and the values --live-index-value-bytes allows (0: the default, 256 MiB); when the rows outgrow it, reads go to the database. --cache-bytes N is its deprecated old name (0 turns the index off)")
@@ -162,6 +165,9 @@ func (f *serveFlags) parse(args []string) error {
 	}
 	if cfg.LiveIndexValueBytes == 0 {
 		return errors.New("--live-index-value-bytes 0: want a size (the live index holds no value for less than a byte; --live-index=false turns it off)")
+	}
+	if cfg.QuotaBackendBytes, err = parseQuota(f.quotaBytes); err != nil {
+		return fmt.Errorf("--quota-backend-bytes: %w", err)
 	}
 	if cfg.RetainBytes, err = mvcc.ParseSize(f.retainBytes); err != nil {
 		return fmt.Errorf("--retain-bytes: %w", err)
@@ -270,4 +276,12 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	go hs.Serve(l)
 	log.Info("serving pprof", "listen", "http://"+l.Addr().String()+"/debug/pprof/")
 	return func() { hs.Close() }, nil
+}
+
+// parseQuota is a size; a negative number turns the quota off, as etcd's.
+func parseQuota(v string) (int64, error) {
+	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n < 0 {
+		return 0, nil
+	}
+	return mvcc.ParseSize(v)
 }

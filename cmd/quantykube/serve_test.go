@@ -37,6 +37,24 @@ func TestServeFlags(t *testing.T) {
 					t.Errorf("prefixes %+v", got)
 				}
 			}},
+		{name: "quota as a size", args: []string{"--quota-backend-bytes", "2Gi"}, indexSize: mvcc.DefaultLiveIndexBytes,
+			check: func(t *testing.T, f *serveFlags) {
+				if f.cfg.QuotaBackendBytes != 2<<30 {
+					t.Errorf("quota %d, want %d", f.cfg.QuotaBackendBytes, 2<<30)
+				}
+			}},
+		{name: "quota in bytes, as etcd's", args: []string{"--quota-backend-bytes", "8589934592"}, indexSize: mvcc.DefaultLiveIndexBytes,
+			check: func(t *testing.T, f *serveFlags) {
+				if f.cfg.QuotaBackendBytes != 8<<30 {
+					t.Errorf("quota %d, want %d", f.cfg.QuotaBackendBytes, 8<<30)
+				}
+			}},
+		{name: "a negative quota is none, as etcd's", args: []string{"--quota-backend-bytes", "-1"}, indexSize: mvcc.DefaultLiveIndexBytes,
+			check: func(t *testing.T, f *serveFlags) {
+				if f.cfg.QuotaBackendBytes != 0 {
+					t.Errorf("quota %d, want 0", f.cfg.QuotaBackendBytes)
+				}
+			}},
 		{name: "pool and TLS", args: []string{"--datastore-max-open-connections", "3", "--cert-file", "c", "--key-file", "k", "--trusted-ca-file", "ca", "--client-cert-auth", "--datastore-cafile", "dbca"}, indexSize: mvcc.DefaultLiveIndexBytes,
 			check: func(t *testing.T, f *serveFlags) {
 				c := f.cfg
@@ -72,6 +90,7 @@ func TestServeFlagErrors(t *testing.T) {
 		`--retain-prefix "/a/"`:                      {"--retain-prefix", "/a/"},
 		`--retain-prefix "=1m"`:                      {"--retain-prefix", "=1m"},
 		"takes no arguments":                         {"extra"},
+		`--quota-backend-bytes: size "lots"`:         {"--quota-backend-bytes", "lots"},
 		`--log-format "xml": want text or json`:      {"--log-format", "xml"},
 		`--log-level "loud"`:                         {"--log-level", "loud"},
 		"--debug is the old form of --log-level":     {"--debug", "--log-level", "warn"},

@@ -130,6 +130,11 @@ type Config struct {
 	LiveIndexBytes      int64
 	LiveIndexValueBytes int64
 	DisableLiveIndex    bool
+	// QuotaBackendBytes is the space quota, as etcd's
+	// --quota-backend-bytes: past this database size, writes that grow
+	// the store fail with etcd's NOSPACE error and raise its alarm
+	// (ADR-049). 0: none.
+	QuotaBackendBytes int64
 	// DatastoreStatementTimeout is PostgreSQL's statement_timeout for our
 	// sessions, MariaDB's max_statement_time, MySQL's max_execution_time
 	// (0: the server's setting).
@@ -192,6 +197,7 @@ func OpenStore(ctx context.Context, cfg Config) (*mvcc.Store, error) {
 		LiveIndexBytes:      cfg.LiveIndexBytes,
 		LiveIndexValueBytes: cfg.LiveIndexValueBytes,
 		DisableLiveIndex:    cfg.DisableLiveIndex,
+		QuotaBytes:          cfg.QuotaBackendBytes,
 		Now:                 cfg.Now,
 	})
 }

@@ -76,6 +76,8 @@ func toStatus(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, mvcc.ErrClosed):
 		return status.Error(codes.Unavailable, "quantykube: server stopping")
+	case errors.Is(err, mvcc.ErrNoSpace):
+		return status.Error(codes.ResourceExhausted, "quantykube: "+err.Error()+": the NOSPACE alarm is active (etcdctl alarm list, alarm disarm)")
 	}
 	if _, ok := status.FromError(err); ok {
 		return err

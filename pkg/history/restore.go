@@ -120,11 +120,15 @@ func (s *Service) RestoreChecked(ctx context.Context, r *historypb.Request, b Bo
 		if old != nil {
 			op = &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: r.Key, Value: value}}}
 		}
+		success := append([]*pb.RequestOp{op}, w.Also...)
+		if err := s.checkQuota(ctx, success); err != nil {
+			return nil, err
+		}
 		// Only over the state just read: a concurrent writer wins, and the
 		// restore looks again (with if_mod_revision, to refuse).
 		txn, err := s.store.Txn(ctx, &pb.TxnRequest{
 			Compare: append([]*pb.Compare{{Key: r.Key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: curMod}}}, w.If...),
-			Success: append([]*pb.RequestOp{op}, w.Also...),
+			Success: success,
 		})
 		if err != nil {
 			return nil, toStatus(err)
@@ -167,4 +171,27 @@ func unchanged(r *historypb.Request, cur *mvccpb.KeyValue) error {
 	}
 	return status.Errorf(codes.Aborted, "quantykube: %q changed since it was read: it is %s, not %s (if_mod_revision %d); nothing was restored",
 		r.Key, state(mod), state(want), want)
+}
+
+// quotaStore is a store with a space quota (mvcc.Store, ADR-049).
+type quotaStore interface {
+	CheckQuota(ctx context.Context, cost int64) error
+}
+
+// checkQuota refuses a restore that puts a value while the store is out
+// of space, as the etcd API refuses a put: with etcd's cost estimate of
+// 256 bytes beside each put's key and value. A restore that deletes
+// passes.
+func (s *Service) checkQuota(ctx context.Context, ops []*pb.RequestOp) error {
+	q, ok := s.store.(quotaStore)
+	if !ok {
+		return nil
+	}
+	var cost int64
+	for _, op := range ops {
+		if p := op.GetRequestPut(); p != nil {
+			cost += 256 + int64(len(p.Key)+len(p.Value))
+		}
+	}
+	return toStatus(q.CheckQuota(ctx, cost))
 }

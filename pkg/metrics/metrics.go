@@ -130,6 +130,11 @@ var own = []prometheus.Collector{
 	gaugeFunc("quantykube_etcd_floor_revision", "The etcd API's floor: the higher of Compact's and retention's.", Source.Floor),
 	gaugeFunc("quantykube_retention_floor_revision", "The highest retention floor.", Source.RetainFloor),
 	gaugeFunc("quantykube_leases", "Live leases.", func(s Source) int64 { return int64(s.LeaseCount()) }),
+	// etcd's etcd_server_quota_backend_bytes, the database size it is
+	// compared with, and its NOSPACE alarm (ADR-049).
+	gaugeFunc("quantykube_quota_backend_bytes", "The space quota, --quota-backend-bytes (0: none).", Source.QuotaBytes),
+	gaugeFunc("quantykube_quota_db_size_bytes", "The database size the quota compares, as last measured (0 without a quota).", Source.QuotaSize),
+	gaugeFunc("quantykube_alarm_nospace", "1 while a NOSPACE alarm is active: writes that grow the store are refused.", Source.NoSpace),
 }
 
 func init() {
@@ -158,6 +163,9 @@ type Source interface {
 	Floor() int64
 	RetainFloor() int64
 	LeaseCount() int
+	QuotaBytes() int64
+	QuotaSize() int64
+	NoSpace() int64
 }
 
 var source atomic.Pointer[Source]

@@ -36,6 +36,9 @@ var (
 	ErrKeyNotFound                     error = &refusal{"key not found"}
 	ErrLeaseNotFound, ErrLeaseExists   error = &refusal{"requested lease not found"}, &refusal{"lease already exists"}
 	ErrLeaseTTLTooBig                  error = &refusal{"too large lease TTL"}
+	// A write that would grow the store past its quota, or any while the
+	// NOSPACE alarm is active (quota.go).
+	ErrNoSpace error = &refusal{"mvcc: database space exceeded"}
 )
 
 // ErrClosed is any request to a store that is closing or closed.

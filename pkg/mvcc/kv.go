@@ -51,6 +51,7 @@
 //	errors.go                etcd's refusals and the store's failures
 //	health.go                the checks behind the health endpoints
 //	hash.go                  the state hash, one definition on every database (ADR-046)
+//	quota.go                 the space quota and the alarms kept in meta (ADR-049)
 //	reader.go                a store opened read-only beside its server (check hash)
 //	reader_status.go         what a store's database holds, read without a server (status --endpoint)
 package mvcc
@@ -210,6 +211,17 @@ type Maintenance interface {
 	// Hash is the state hash at a revision (hash.go, ADR-046): a revision
 	// below Floor is ErrCompacted, above Rev ErrFutureRev.
 	Hash(ctx context.Context, q HashQuery) (*HashResult, error)
+	// CheckQuota admits or refuses (ErrNoSpace) a request that grows the
+	// store by an estimated cost; QuotaBytes is the quota (0: none) and
+	// QuotaSize the database size it last measured (quota.go, ADR-049).
+	CheckQuota(ctx context.Context, cost int64) error
+	QuotaBytes() int64
+	QuotaSize() int64
+	// Alarms lists the active alarms of a type (NONE: all); Activate and
+	// Deactivate change one in the database, as etcd's Alarm RPC does.
+	Alarms(t pb.AlarmType) []*pb.AlarmMember
+	ActivateAlarm(ctx context.Context, member uint64, t pb.AlarmType) (*pb.AlarmMember, error)
+	DeactivateAlarm(ctx context.Context, member uint64, t pb.AlarmType) (*pb.AlarmMember, error)
 }
 
 // Backend is everything the etcd v3 API serves.

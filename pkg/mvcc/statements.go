@@ -38,6 +38,7 @@ type Statements struct {
 	Usage        UsageSQL        // usage.go
 	Import       ImportSQL       // import.go
 	Regress      RegressSQL      // regress.go
+	Alarm        AlarmSQL        // quota.go
 }
 
 // KeyShape is the form of a key range in a statement: one key (= ?), every
@@ -388,6 +389,16 @@ type RegressSQL struct {
 	// LockRev takes the lock every write batch takes first, and reads the
 	// revision. Columns: rev.
 	LockRev string `only:"replica"`
+}
+
+// AlarmSQL keeps the alarms in meta, rows named alarm/TYPE/MEMBER.
+type AlarmSQL struct {
+	// List: every alarm row. Columns: name, value.
+	List string
+	// Activate adds an alarm's row unless it exists. Args: name, unix_ms.
+	Activate string
+	// Deactivate removes it. Args: name.
+	Deactivate string
 }
 
 // check reports the first statement d's Statements leave empty.

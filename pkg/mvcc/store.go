@@ -62,6 +62,10 @@ type Options struct {
 	LiveIndexBytes      int64
 	LiveIndexValueBytes int64
 	DisableLiveIndex    bool
+	// QuotaBytes is the space quota (ADR-049, quota.go): past it, requests
+	// that grow the store are refused (CheckQuota) and a NOSPACE alarm is
+	// raised. 0: none.
+	QuotaBytes int64
 }
 
 // DefaultLiveIndexBytes is the live index's default budget.
@@ -127,6 +131,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool
+
+	quota quotaState // quota.go
 }
 
 // Open connects, migrates the schema and starts the writer.
@@ -199,6 +205,14 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	if err := s.initRules(ctx); err != nil {
 		return nil, s.abandon(err)
 	}
+	if err := s.loadAlarms(ctx); err != nil {
+		return nil, s.abandon(err)
+	}
+	if opts.QuotaBytes > 0 {
+		if _, err := s.measure(ctx); err != nil {
+			return nil, s.abandon(fmt.Errorf("measuring the database for the quota: %w", err))
+		}
+	}
 	s.publishedRev.Store(st.rev)
 	s.compact.Store(st.compact)
 	s.memberID, s.clusterID = uint64(st.member), uint64(st.cluster)
@@ -222,6 +236,7 @@ func Open(ctx context.Context, d Dialect, opts Options) (*Store, error) {
 	go w.run()
 	go s.expireLeases()
 	go s.pruneLoop()
+	go s.quotaLoop()
 	return s, nil
 }
 

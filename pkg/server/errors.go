@@ -46,6 +46,8 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCEmptyKey
 	case errors.Is(err, mvcc.ErrInvalidSort):
 		return rpctypes.ErrGRPCInvalidSortOption
+	case errors.Is(err, mvcc.ErrNoSpace):
+		return rpctypes.ErrGRPCNoSpace
 	case errors.Is(err, mvcc.ErrClosed):
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, context.Canceled):

@@ -110,6 +110,9 @@ func (k *kvServer) sendRange(stream grpc.ServerStreamingServer[pb.RangeStreamRes
 }
 
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := k.s.checkQuota(ctx, putCost(r)); err != nil {
+		return nil, err
+	}
 	if err := mvcc.CheckPut(r); err != nil {
 		return nil, toGRPC(err)
 	}
@@ -142,6 +145,9 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 }
 
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := k.s.checkQuota(ctx, txnCost(r)); err != nil {
+		return nil, err
+	}
 	// Refuse malformed transactions before they reach the writer's queue.
 	if err := mvcc.CheckTxn(r, mvcc.MaxTxnOps); err != nil {
 		return nil, toGRPC(err)

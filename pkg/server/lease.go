@@ -15,6 +15,9 @@ type leaseServer struct {
 }
 
 func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := l.s.checkQuota(ctx, leaseCost); err != nil {
+		return nil, err
+	}
 	lease, err := l.s.store.Grant(ctx, mvcc.LeaseGrant{ID: r.ID, TTL: r.TTL})
 	if err != nil {
 		return nil, toGRPC(err)

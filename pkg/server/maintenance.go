@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
@@ -30,13 +31,53 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 		RaftIndex:        uint64(rev),
 		RaftAppliedIndex: uint64(rev),
 		RaftTerm:         1,
+		DbSizeQuota:      m.s.store.QuotaBytes(),
+		Errors:           alarmErrors(m.s.store.Alarms(pb.AlarmType_NONE)),
 	}, nil
 }
 
-// Alarm reports no alarms: QuantyKube raises none (database space is the
-// database's own business).
+// alarmErrors are the active alarms as etcd v3.6's Status lists them:
+// its gogo protobuf's compact text, written out here because the
+// protobuf module's String() varies its spacing on purpose.
+func alarmErrors(alarms []*pb.AlarmMember) []string {
+	var out []string
+	for _, a := range alarms {
+		out = append(out, fmt.Sprintf("memberID:%d alarm:%s ", a.MemberID, a.Alarm))
+	}
+	return out
+}
+
+// Alarm lists, raises and clears alarms as etcd's does (etcdctl alarm
+// list, alarm disarm), kept in the database so that every replica and
+// restart sees them (ADR-049). QuantyKube raises NOSPACE past its quota;
+// CORRUPT, which etcd's corruption check raises and which stops every
+// request, it has no check for, and refuses to raise.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: m.s.header(m.s.store.Rev())}, nil
+	resp := &pb.AlarmResponse{}
+	var a *pb.AlarmMember
+	var err error
+	switch r.Action {
+	case pb.AlarmRequest_GET:
+		resp.Alarms = m.s.store.Alarms(r.Alarm)
+	case pb.AlarmRequest_ACTIVATE:
+		switch r.Alarm {
+		case pb.AlarmType_NONE:
+		case pb.AlarmType_NOSPACE:
+			a, err = m.s.store.ActivateAlarm(ctx, r.MemberID, r.Alarm)
+		default:
+			return nil, unimplemented("Alarm ACTIVATE "+r.Alarm.String(), "QuantyKube raises only NOSPACE; the database checks its own pages")
+		}
+	case pb.AlarmRequest_DEACTIVATE:
+		a, err = m.s.store.DeactivateAlarm(ctx, r.MemberID, r.Alarm)
+	}
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	if a != nil {
+		resp.Alarms = []*pb.AlarmMember{a}
+	}
+	resp.Header = m.s.header(m.s.store.Rev())
+	return resp, nil
 }
 
 func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {

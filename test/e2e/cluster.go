@@ -49,6 +49,8 @@ type Options struct {
 	// datastore the suite does not run as a process of its own (a
 	// container, image_test.go). Cluster.QuantyKube is nil then.
 	EtcdServers []string
+	// Args are extra `quantykube serve` flags (a quota).
+	Args []string
 }
 
 // EventTTL is kube-apiserver's --event-ttl: short, so that a check can
@@ -142,6 +144,7 @@ func StartCluster(t *testing.T, o Options) *Cluster {
 		c.API = prepareAggregatedAPI(t, c, netns)
 		qo.Netns, qo.Host, qo.Args = netns.Name, netns.NSIP.String(), c.API.serveArgs(c)
 	}
+	qo.Args = append(qo.Args, o.Args...)
 	c.QuantyKube, c.etcdServers = o.Datastore, o.EtcdServers
 	if c.QuantyKube == nil && len(c.etcdServers) == 0 {
 		c.QuantyKube = framework.Start(t, o.Backend, qo)

@@ -45,6 +45,11 @@ type Options struct {
 	// clock, retention rules, the live index, a unix socket or TLS
 	// listener). A restart listens where the first start did.
 	Config func(*endpoint.Config)
+	// StartConfig adjusts an in-process QuantyKube's configuration at each
+	// start, after Config, and EtcdArgs are extra etcd flags, asked for at
+	// each start: what a test changes between restarts (a quota).
+	StartConfig func(*endpoint.Config)
+	EtcdArgs    func() []string
 	// Args are extra `quantykube serve` flags for QuantyKube processes.
 	Args []string
 	// Bin is the quantykube binary for processes (default: Binary).
@@ -385,8 +390,9 @@ type member struct {
 	url  string
 
 	// In-process QuantyKube.
-	cfg *endpoint.Config
-	srv *endpoint.Server
+	cfg         *endpoint.Config
+	startConfig func(*endpoint.Config)
+	srv         *endpoint.Server
 
 	// A process: argv builds its arguments for a client address; fresh
 	// picks new ports (etcd's peer port) when the old ones were taken;
@@ -424,7 +430,7 @@ func newQuantyMember(t testing.TB, name, dsn string, o Options, tc *tls.Config) 
 		if o.Config != nil {
 			o.Config(&cfg)
 		}
-		m.cfg = &cfg
+		m.cfg, m.startConfig = &cfg, o.StartConfig
 		return m
 	}
 	m.bin = o.Bin
@@ -482,6 +488,9 @@ func newEtcdMember(t testing.TB, dir string, o Options, tc *tls.Config) *member 
 		}
 		if o.TLS != nil {
 			args = append(args, "--cert-file", o.TLS.CertFile, "--key-file", o.TLS.KeyFile, "--trusted-ca-file", o.TLS.CAFile, "--client-cert-auth")
+		}
+		if o.EtcdArgs != nil {
+			args = append(args, o.EtcdArgs()...)
 		}
 		return args
 	}
@@ -549,6 +558,9 @@ func (m *member) startInProcess() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := *m.cfg
+	if m.startConfig != nil {
+		m.startConfig(&cfg)
+	}
 	if m.addr != "" {
 		cfg.Listener = m.addr
 	}

@@ -200,6 +200,11 @@ var statements = mvcc.Statements{
 		// UPDATE ... RETURNING.
 		LockRev: `SELECT value FROM meta WHERE name = 'rev' FOR UPDATE`,
 	},
+	Alarm: mvcc.AlarmSQL{
+		List:       `SELECT name, value FROM meta WHERE name LIKE 'alarm/%'`,
+		Activate:   `INSERT INTO meta (name, value) VALUES (?, ?) ON DUPLICATE KEY UPDATE value = value`,
+		Deactivate: `DELETE FROM meta WHERE name = ?`,
+	},
 }
 
 // insertMetaSQL adds a row to meta (Schema's and Import's).

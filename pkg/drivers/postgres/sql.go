@@ -227,6 +227,11 @@ var statements = mvcc.Statements{
 		SetReset: `INSERT INTO meta (name, value) VALUES ('reset', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
 		LockRev:  lockBatchSQL,
 	},
+	Alarm: mvcc.AlarmSQL{
+		List:       `SELECT name, value FROM meta WHERE name LIKE 'alarm/%'`,
+		Activate:   `INSERT INTO meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+		Deactivate: `DELETE FROM meta WHERE name = $1`,
+	},
 }
 
 // Statements more than one area runs.

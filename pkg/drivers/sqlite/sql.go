@@ -213,6 +213,11 @@ var statements = mvcc.Statements{
 		SetRev:   `UPDATE meta SET value = ? WHERE name IN ('rev', 'compact')`,
 		SetReset: `INSERT INTO meta (name, value) VALUES ('reset', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
 	},
+	Alarm: mvcc.AlarmSQL{
+		List:       `SELECT name, value FROM meta WHERE name LIKE 'alarm/%'`,
+		Activate:   `INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+		Deactivate: `DELETE FROM meta WHERE name = ?`,
+	},
 }
 
 // Statements more than one area runs.

@@ -319,6 +319,11 @@ func workload(t *testing.T, c Case, mk func() mvcc.Dialect) {
 	_, _, err = s.DBSize(ctx)
 	must("size", err)
 	must("defragment", s.Defragment(ctx))
+	// The alarms, as the quota and etcd's Alarm RPC change them.
+	_, err = s.ActivateAlarm(ctx, s.MemberID(), pb.AlarmType_NOSPACE)
+	must("activate alarm", err)
+	_, err = s.DeactivateAlarm(ctx, s.MemberID(), pb.AlarmType_NOSPACE)
+	must("deactivate alarm", err)
 	must("close", s.Close())
 
 	// Again with the live index, which loads the live keys, and a range
