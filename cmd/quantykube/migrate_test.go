@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -178,6 +179,12 @@ func TestMigrateRoundTrip(t *testing.T) {
 	wantHashes := storeHashes(t, src.DSN(), revs, floor)
 	src.Start(t)
 	wantLogs := historyLogs(t, src, keys)
+	// A NOSPACE alarm is the source's database past its quota: the
+	// copies do not carry it (ADR-050).
+	mc := pb.NewMaintenanceClient(src.Client(t).ActiveConnection())
+	if _, err := mc.Alarm(t.Context(), &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		t.Fatal(err)
+	}
 	src.Stop(t)
 	if !strings.Contains(wantLogs["/hb/0"], "beat") || strings.Count(wantLogs["/hb/0"], "beat") >= 15 {
 		t.Fatalf("the source's /hb/0 log should be pruned, not empty: %s", wantLogs["/hb/0"])
@@ -207,6 +214,9 @@ func TestMigrateRoundTrip(t *testing.T) {
 		lk, err := cli.Leases(t.Context())
 		if err != nil || len(lk.Leases) != 1 {
 			t.Errorf("%s: leases %v, %v: want the source's one", b, lk, err)
+		}
+		if al, err := cli.AlarmList(t.Context()); err != nil || len(al.Alarms) != 0 {
+			t.Errorf("%s: alarms %v, %v: want none of the source's", b, al, err)
 		}
 		target.Stop(t)
 		prev = target

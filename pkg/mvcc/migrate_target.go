@@ -179,7 +179,7 @@ func (c *migrateCopy) finish(r *Reader, sq migrateSQL, meta map[string]int64, st
 	}
 	names := make([]string, 0, len(meta))
 	for name := range meta {
-		if !metaNotCopied[name] && !strings.HasPrefix(name, "server/") {
+		if !metaNotCopied[name] && !strings.HasPrefix(name, "server/") && !strings.HasPrefix(name, alarmPrefix) {
 			names = append(names, name)
 		}
 	}
