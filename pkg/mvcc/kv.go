@@ -54,6 +54,10 @@
 //	quota.go                 the space quota and the alarms kept in meta (ADR-049)
 //	reader.go                a store opened read-only beside its server (check hash)
 //	reader_status.go         what a store's database holds, read without a server (status --endpoint)
+//	reader_live.go           the live state at one revision, in pages (export --etcd-snapshot, ADR-051)
+//	migrate.go               copying a store with its history to another database (ADR-050)
+//	migrate_sql.go           migrate's statements, one text for every dialect
+//	migrate_target.go        migrate's target: the checks, the mark, the batches
 package mvcc
 
 import (
