@@ -219,8 +219,8 @@ func TestRun(t *testing.T) {
 		{args: []string{"--version"}, out: "quantykube "},
 		{args: []string{"version", "x"}, code: 1, errs: `quantykube: version takes no arguments, got ["x"]`},
 		{args: []string{"history", "bogus"}, code: 1, errs: `quantykube: history: unknown command "bogus"`},
-		{args: []string{"check", "bogus"}, code: 1, errs: `quantykube: check: unknown command "bogus" (want hash)`},
-		{args: []string{"check"}, code: 1, errs: `quantykube: check: missing command (hash)`},
+		{args: []string{"check", "bogus"}, code: 1, errs: `quantykube: check: unknown command "bogus" (want hash, perf)`},
+		{args: []string{"check"}, code: 1, errs: `quantykube: check: missing command (hash, perf)`},
 	} {
 		var out, errs bytes.Buffer
 		code := run(t.Context(), c.args, &out, &errs)

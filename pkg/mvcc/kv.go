@@ -223,7 +223,7 @@ type Maintenance interface {
 	QuotaSize() int64
 	// Alarms lists the active alarms of a type (NONE: all); Activate and
 	// Deactivate change one in the database, as etcd's Alarm RPC does.
-	Alarms(t pb.AlarmType) []*pb.AlarmMember
+	Alarms(ctx context.Context, t pb.AlarmType) []*pb.AlarmMember
 	ActivateAlarm(ctx context.Context, member uint64, t pb.AlarmType) (*pb.AlarmMember, error)
 	DeactivateAlarm(ctx context.Context, member uint64, t pb.AlarmType) (*pb.AlarmMember, error)
 }

@@ -12,8 +12,10 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-// quotaRefresh is how often a store with a quota measures its database,
-// and how often a replica reads the alarms others raised or cleared.
+// quotaRefresh is how often a store with a quota measures its database
+// while it admits writes, and how old a replica's copy of the alarms may
+// be when a write or an alarm list needs it. A store at rest sends its
+// database nothing for either (ADR-007).
 const quotaRefresh = time.Second
 
 // quotaState is the space quota (ADR-049): the database size the quota
@@ -25,9 +27,10 @@ type quotaState struct {
 	measured    atomic.Int64 // how many measures have ended
 	measureMu   sync.Mutex   // one measure at a time
 
-	alarmMu sync.Mutex // held across an alarm's write and its copy here
-	alarms  map[string]*pb.AlarmMember
-	nospace atomic.Bool
+	alarmMu    sync.Mutex // held across an alarm's write and its copy here
+	alarms     map[string]*pb.AlarmMember
+	nospace    atomic.Bool
+	alarmsRead atomic.Int64 // when the copy was read, Unix nanoseconds
 }
 
 // alarmPrefix starts meta's alarm rows: alarm/TYPE/MEMBER, valued with
@@ -74,6 +77,7 @@ func (s *Store) CheckQuota(ctx context.Context, cost int64) error {
 	if cost <= 0 {
 		return nil
 	}
+	s.freshAlarms(ctx)
 	if s.quota.nospace.Load() {
 		return ErrNoSpace
 	}
@@ -122,7 +126,8 @@ func (s *Store) measure(ctx context.Context) (int64, error) {
 
 // Alarms lists the active alarms of type t (NONE: every one), as etcd's
 // AlarmRequest GET.
-func (s *Store) Alarms(t pb.AlarmType) []*pb.AlarmMember {
+func (s *Store) Alarms(ctx context.Context, t pb.AlarmType) []*pb.AlarmMember {
+	s.freshAlarms(ctx)
 	s.quota.alarmMu.Lock()
 	defer s.quota.alarmMu.Unlock()
 	var out []*pb.AlarmMember
@@ -176,6 +181,18 @@ func (s *Store) alarmsChanged() {
 	s.quota.nospace.Store(nospace)
 }
 
+// freshAlarms reads the alarms again on a replica whose copy is older
+// than quotaRefresh: others may have raised or cleared one. A failed read
+// keeps the copy (logged): the write or the list goes on with it.
+func (s *Store) freshAlarms(ctx context.Context) {
+	if s.replica == nil || time.Since(time.Unix(0, s.quota.alarmsRead.Load())) < quotaRefresh {
+		return
+	}
+	if err := s.loadAlarms(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("reading the alarms", "err", err)
+	}
+}
+
 // loadAlarms reads meta's alarm rows into memory.
 func (s *Store) loadAlarms(ctx context.Context) error {
 	s.quota.alarmMu.Lock()
@@ -203,25 +220,22 @@ func (s *Store) loadAlarms(ctx context.Context) error {
 	}
 	s.quota.alarms = alarms
 	s.alarmsChanged()
+	s.quota.alarmsRead.Store(time.Now().UnixNano())
 	return nil
 }
 
-// quotaLoop measures the database every quotaRefresh when there is a
-// quota, and on a replica reads the alarms the others changed.
+// quotaLoop measures the database every quotaRefresh while there is a
+// quota and writes were admitted since the last measure.
 func (s *Store) quotaLoop() {
-	if s.opts.QuotaBytes <= 0 && s.replica == nil {
+	if s.opts.QuotaBytes <= 0 {
 		return
 	}
 	s.every(quotaRefresh, func(ctx context.Context) {
-		if s.opts.QuotaBytes > 0 {
-			if _, err := s.measure(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("measuring the database for the quota", "err", err)
-			}
+		if s.quota.grown.Load() == 0 {
+			return
 		}
-		if s.replica != nil {
-			if err := s.loadAlarms(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("reading the alarms", "err", err)
-			}
+		if _, err := s.measure(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("measuring the database for the quota", "err", err)
 		}
 	})
 }

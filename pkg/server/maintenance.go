@@ -32,7 +32,7 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 		RaftAppliedIndex: uint64(rev),
 		RaftTerm:         1,
 		DbSizeQuota:      m.s.store.QuotaBytes(),
-		Errors:           alarmErrors(m.s.store.Alarms(pb.AlarmType_NONE)),
+		Errors:           alarmErrors(m.s.store.Alarms(ctx, pb.AlarmType_NONE)),
 	}, nil
 }
 
@@ -58,7 +58,7 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 	var err error
 	switch r.Action {
 	case pb.AlarmRequest_GET:
-		resp.Alarms = m.s.store.Alarms(r.Alarm)
+		resp.Alarms = m.s.store.Alarms(ctx, r.Alarm)
 	case pb.AlarmRequest_ACTIVATE:
 		switch r.Alarm {
 		case pb.AlarmType_NONE:
