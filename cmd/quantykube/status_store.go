@@ -68,18 +68,26 @@ func printStoreStatus(w io.Writer, where string, st *mvcc.StoreStatus, now time.
 	case st.Dialect == "sqlite":
 		tw("replicas", "none: one server serves a SQLite file")
 	case len(st.Servers) == 0:
-		tw("replicas", "none announced; the database records no replica's revision (status --metrics-address reads one's)")
+		tw("replicas", "none announced")
 	default:
-		tw("replicas", "%d announced; the database records no replica's revision (status --metrics-address reads one's)", len(st.Servers))
+		tw("replicas", "%d announced, each with the revision it applied (recorded when it moves)", len(st.Servers))
 		if st.Dialect == "postgres" {
 			tw("", "(on PostgreSQL a server renews its row only while its LISTEN session is down: a live one's may show expired)")
 		}
 		for _, s := range st.Servers {
-			state := "live"
-			if s.Expires.Before(now) {
-				state = "expired"
+			row := "no row"
+			if !s.Expires.IsZero() {
+				state := "live"
+				if s.Expires.Before(now) {
+					state = "expired"
+				}
+				row = fmt.Sprintf("row %s, expires %s", state, s.Expires.Format(time.RFC3339))
 			}
-			tw("", "server/%s: %s, row expires %s", s.ID, state, s.Expires.Format(time.RFC3339))
+			applied := "revision not recorded yet"
+			if s.Recorded {
+				applied = fmt.Sprintf("revision %d of %d, lag %d, recorded %s ago", s.Applied, s.Revision, s.Lag, time.Duration(s.AgeSeconds*float64(time.Second)).Round(time.Second))
+			}
+			tw("", "server/%s: %s; %s", s.ID, applied, row)
 		}
 	}
 	return nil

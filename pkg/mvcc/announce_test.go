@@ -11,7 +11,7 @@ import (
 // serverDialect is a dialect that announces its servers (ReplicaDialect).
 type serverDialect interface {
 	mvcc.Dialect
-	Announce(context.Context)
+	Announce(context.Context, func() int64)
 }
 
 // A server's row in meta is gone once Announce returns, even when its
@@ -48,7 +48,7 @@ func TestAnnounceWithdrawsOnReturn(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			db.dialect().(serverDialect).Announce(ctx)
+			db.dialect().(serverDialect).Announce(ctx, func() int64 { return 7 })
 		}()
 		eventually(t, "Announce's first write waiting in the database", func() bool { return count(db.serversWaiting) > 0 })
 		cancel()
@@ -70,6 +70,64 @@ func TestAnnounceWithdrawsOnReturn(t *testing.T) {
 		eventually(t, "no write of a server's row running", func() bool { return count(db.serversWaiting) == 0 })
 		if n := count(servers); n != 0 {
 			t.Fatalf("%d servers' rows left in meta once Announce returned", n)
+		}
+	})
+}
+
+// A server records the revision it has applied beside its row, and the
+// first write of a server that starts removes a crashed server's rows
+// expired for an hour, its revision's rows with them; an import is
+// refused while the server runs (its row, not its revision's rows, is
+// what LockImport counts) and allowed once it stopped.
+func TestAnnounceRecordsRevisionAndPrunes(t *testing.T) {
+	eachBackend(t, replicated, func(t *testing.T, b backend, db *testDB) {
+		ctx := t.Context()
+		db.open(t, mvcc.Options{}).Close() // the schema
+		count := func(q string) int {
+			t.Helper()
+			var n int
+			if err := db.raw.QueryRowContext(ctx, q).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// Expired at 1 ms after the epoch: gone for more than an hour.
+		if _, err := db.raw.ExecContext(ctx, `INSERT INTO meta (name, value) VALUES ('server/dead', 1), ('server/dead/rev', 5), ('server/dead/at', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		lockImport := func() error {
+			t.Helper()
+			tx, err := db.raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			return db.dialect().(mvcc.ReplicaDialect).LockImport(ctx, tx)
+		}
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			db.dialect().(serverDialect).Announce(actx, func() int64 { return 7 })
+		}()
+		eventually(t, "the server's revision recorded", func() bool {
+			return count(`SELECT COUNT(*) FROM meta WHERE name LIKE 'server/%/rev' AND value = 7`) == 1 &&
+				count(`SELECT COUNT(*) FROM meta WHERE name LIKE 'server/%/at' AND value > 1`) == 1
+		})
+		if n := count(`SELECT COUNT(*) FROM meta WHERE name LIKE 'server/dead%'`); n != 0 {
+			t.Errorf("%d of a crashed server's rows left after a server started", n)
+		}
+		if err := lockImport(); err == nil {
+			t.Error("an import was allowed while a server announced itself")
+		}
+		cancel()
+		<-done
+		if n := count(`SELECT COUNT(*) FROM meta WHERE name LIKE 'server/%'`); n != 0 {
+			t.Errorf("%d servers' rows left in meta once Announce returned", n)
+		}
+		if err := lockImport(); err != nil {
+			t.Errorf("an import refused once the server stopped: %v", err)
 		}
 	})
 }

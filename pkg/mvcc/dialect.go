@@ -173,8 +173,10 @@ type ReplicaDialect interface {
 	LockImport(ctx context.Context, tx *sql.Tx) error
 	// Announce tells LockImport, until ctx ends, that this server is up,
 	// where Listen's connection cannot (no session of its own behind a
-	// pooler), and returns once it has withdrawn the announcement.
-	Announce(ctx context.Context)
+	// pooler), and returns once it has withdrawn the announcement. It
+	// also records there the revision the server has applied (applied),
+	// for status --endpoint's replicas and their lag.
+	Announce(ctx context.Context, applied func() int64)
 }
 
 // BatchStart is the committed state a write batch starts from.

@@ -57,9 +57,10 @@ var ErrMigratePending = errors.New("this store is the target of a quantykube mig
 // replication lineage (the target is a new store for a bucket: ADR-044
 // refuses mixing it with the source's objects), the writer mark of the
 // target's own replicas, and the marks Migrate writes itself; nor are the
-// rows server/<id> the source's running servers announce themselves in,
-// nor the alarms (alarmPrefix: a NOSPACE alarm is the source's database
-// past its quota, ADR-049), each raised by a member the target has not.
+// rows server/<id> (and server/<id>/rev, /at) the source's servers
+// announce themselves and their applied revisions in, nor the alarms
+// (alarmPrefix: a NOSPACE alarm is the source's database past its quota,
+// ADR-049), each raised by a member the target has not.
 var metaNotCopied = map[string]bool{
 	"schema": true, "member_id": true, "lineage": true, "last_writer": true,
 	migratePending: true, importedLeasesPending: true,

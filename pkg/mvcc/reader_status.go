@@ -44,15 +44,72 @@ type StoreStatus struct {
 	// Servers are the servers that announce themselves in meta, with the
 	// expiry of their row on the database's clock: MySQL's renew it every
 	// 10 s, PostgreSQL's write it at start and renew it only while no
-	// LISTEN session holds the serve lock for them. The database records no replica's position:
-	// each replica's revision is in its metrics.
+	// LISTEN session holds the serve lock for them. Each also records
+	// the revision it has applied, when it moved (Announce).
 	Servers []AnnouncedServer `json:"servers"`
 }
 
-// AnnouncedServer is a server's row in meta.
+// AnnouncedServer is a server's rows in meta: server/<id> (its expiry),
+// server/<id>/rev and server/<id>/at (the revision it has applied, and
+// when it recorded it).
 type AnnouncedServer struct {
 	ID      string    `json:"id"`
-	Expires time.Time `json:"expires"`
+	Expires time.Time `json:"expires,omitzero"`
+	// Applied is the revision the server's etcd API answered at when it
+	// last recorded it, at AppliedAt on the database's clock; Lag is the
+	// store's revision less Applied; Age how long ago the record was
+	// made, on the clock of the status command. A replica records only
+	// when its revision moves: an old record with Lag 0 is a replica at
+	// rest, an old one with Lag above 0 one stopped or stuck.
+	Applied    int64     `json:"appliedRevision"`
+	AppliedAt  time.Time `json:"appliedAt,omitzero"`
+	Revision   int64     `json:"revision"`
+	Lag        int64     `json:"lag"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	// Recorded says whether the server has recorded its revision yet.
+	Recorded bool `json:"recorded"`
+}
+
+// serverRows gathers the server/ rows of meta by server.
+type serverRows map[string]*AnnouncedServer
+
+func (m serverRows) add(name string, v int64) {
+	rest, ok := strings.CutPrefix(name, "server/")
+	if !ok {
+		return
+	}
+	id, field, _ := strings.Cut(rest, "/")
+	s := m[id]
+	if s == nil {
+		s = &AnnouncedServer{ID: id}
+		m[id] = s
+	}
+	switch field {
+	case "":
+		s.Expires = time.UnixMilli(v).UTC()
+	case "rev":
+		s.Applied, s.Recorded = v, true
+	case "at":
+		s.AppliedAt = time.UnixMilli(v).UTC()
+	}
+}
+
+// list sorts the servers by id and sets each one's lag behind rev and
+// its record's age at now.
+func (m serverRows) list(rev int64, now time.Time) []AnnouncedServer {
+	var out []AnnouncedServer
+	for _, s := range m {
+		s.Revision = rev
+		if s.Recorded {
+			s.Lag = rev - s.Applied
+			if !s.AppliedAt.IsZero() {
+				s.AgeSeconds = now.Sub(s.AppliedAt).Seconds()
+			}
+		}
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // Status reads the store's meta, sizes and live state: one pass over the
@@ -63,6 +120,7 @@ func (r *Reader) Status(ctx context.Context) (*StoreStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status: read meta: %w", err)
 	}
+	servers := serverRows{}
 	for rows.Next() {
 		var name string
 		var v int64
@@ -86,15 +144,13 @@ func (r *Reader) Status(ctx context.Context) (*StoreStatus, error) {
 				st.LastCommit = time.UnixMilli(v).UTC()
 			}
 		}
-		if id, ok := strings.CutPrefix(name, "server/"); ok {
-			st.Servers = append(st.Servers, AnnouncedServer{ID: id, Expires: time.UnixMilli(v).UTC()})
-		}
+		servers.add(name, v)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("status: read meta: %w", err)
 	}
-	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	st.Servers = servers.list(st.Rev, time.Now())
 	st.Floor = max(st.Compact, st.RetainFloor)
 	var imported int64
 	if err := r.db.QueryRowContext(ctx, r.sql.Import.Size).Scan(new(int64), new(int64), &st.Leases, &imported); err != nil {

@@ -88,7 +88,7 @@ func (t *tailer) start() {
 	listenDone, announced := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(announced)
-		t.sh.Announce(ctx)
+		t.sh.Announce(ctx, t.s.Rev)
 	}()
 	go func() {
 		defer close(listenDone)

@@ -61,6 +61,27 @@ func TestReplicasIdle(t *testing.T) {
 		}
 		return n
 	}
+	// Each replica records the revision it applied within serverRenew
+	// (10 s) of its moving (status --endpoint's lag), then nothing while
+	// it rests: wait for both records before the window.
+	store, err := sql.Open("pgx", x.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var n int
+		err := store.QueryRowContext(ctx, `SELECT COUNT(*) FROM meta WHERE name LIKE 'server/%/rev' AND value = (SELECT value FROM meta WHERE name = 'rev')`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == x.Replicas() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d replicas recorded the store's revision in 40 s", n, x.Replicas())
+		}
+	}
+	store.Close()
 	// A backend reports its counts some time after its transactions, about
 	// a second once idle: wait until two reads agree (bounded; a store that
 	// never rests fails below).

@@ -15,7 +15,7 @@ var OwnStatements = func() []string {
 		assumedMetaSQL, assumedMetaHeldSQL, setRevCompactSQL, setRevSQL, setCompactSQL,
 		importLockFreeSQL, importLockSQL, hasMetaSQL, migrateLockSQL,
 		leasesSQL, renewLeaseSQL, leaseExpiredSQL, startLeasesSQL,
-		serverRowDeleteSQL, serverRowUpsertSQL, serverRowsPruneUpsertSQL, serverRowsLiveSQL,
+		serverRowDeleteSQL, serverRowUpsertSQL, serverRowsPruneUpsertSQL, serverRowsLiveSQL, serverAppliedUpsertSQL,
 		sizeSQL, defragmentSQL, tablesSQL,
 	}
 	for _, lists := range [][len(keyListSizes)]string{stateKeysSQL, stateSQL, lockStateSQL, beginLockStateSQL, assumedAbsentSQL} {

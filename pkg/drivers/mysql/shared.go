@@ -123,7 +123,8 @@ func (d *Dialect) StartLeases(ctx context.Context, tx *sql.Tx) error {
 
 // A server keeps a row in meta, server/<id>, whose value is its expiry on
 // the database's clock, renewed every serverRenew; LockImport refuses
-// while any has not expired. One statement every serverRenew per replica.
+// while any has not expired. One statement every serverRenew per replica,
+// and one more while its revision moves (Announce).
 const (
 	serverRenew = 10 * time.Second
 	// serverExpiry outlasts two missed renewals.
@@ -151,13 +152,20 @@ func newServerID() string {
 // need not wait for it to expire. A failed renewal is retried at the next
 // tick: the row outlasts two.
 //
+// Beside it, every serverRenew, it records the revision the server has
+// applied (applied: what its etcd API answers at) in server/<id>/rev and
+// when in server/<id>/at, for status --endpoint's lag; only when that
+// revision moved since the last record. These rows hold no expiry:
+// LockImport and the pruning of expired rows read only server/<id>.
+//
 // No statement is cancelled by ctx: a cancel closes the connection, and
 // MySQL carries on with a statement whose client left, so an upsert in
 // flight could commit after the removal and refuse imports for
 // serverExpiry. Each runs to its end, or to serverStatementTimeout, and
 // the removal follows it on the same connection.
-func (d *Dialect) Announce(ctx context.Context) {
+func (d *Dialect) Announce(ctx context.Context, applied func() int64) {
 	name := serverRowPrefix + d.serverID
+	revName, atName := name+"/rev", name+"/at"
 	c, err := newConnector(d.cfg)
 	if err != nil {
 		return
@@ -165,20 +173,24 @@ func (d *Dialect) Announce(ctx context.Context) {
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	exec := func(q string) error {
+	exec := func(q string, args ...any) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverStatementTimeout)
 		defer cancel()
-		_, err := db.ExecContext(sctx, q, name)
+		_, err := db.ExecContext(sctx, q, args...)
 		return err
 	}
-	defer func() { _ = exec(serverRowDeleteSQL) }()
+	defer func() { _ = exec(serverRowDeleteSQL, name, revName, atName) }()
+	recorded := int64(-1)
 	for first := true; ; {
 		q := serverRowUpsertSQL
 		if first {
 			q = serverRowsPruneUpsertSQL
 		}
-		if exec(q) == nil {
+		if exec(q, name) == nil {
 			first = false
+			if rev := applied(); rev != recorded && exec(serverAppliedUpsertSQL, revName, rev, atName) == nil {
+				recorded = rev
+			}
 		}
 		select {
 		case <-ctx.Done():

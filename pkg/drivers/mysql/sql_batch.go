@@ -106,21 +106,31 @@ const (
 
 // The servers' rows in meta (shared.go).
 
-// serverRowDeleteSQL removes a server's row.
-const serverRowDeleteSQL = `DELETE FROM meta WHERE name = ?`
+// serverRowDeleteSQL removes a server's row and its applied revision's.
+const serverRowDeleteSQL = `DELETE FROM meta WHERE name IN (?, ?, ?)`
 
 // serverRowUpsertSQL writes a server's row, expiring serverExpiry from now.
 var serverRowUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, %s + %d) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs, serverExpiry.Milliseconds())
 
-// serverRowsPruneUpsertSQL is serverRowUpsertSQL after a statement that
-// removes the rows expired for serverRowsKept, in one query.
-var serverRowsPruneUpsertSQL = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d;
+// serverRowsPruneUpsertSQL is serverRowUpsertSQL after statements that
+// remove the rows expired for serverRowsKept and their applied
+// revisions' rows, in one query. MySQL reads the table a DELETE writes
+// only through a derived table, which it materializes first.
+var serverRowsPruneUpsertSQL = fmt.Sprintf(`DELETE FROM meta WHERE name LIKE '%[1]s%%/%%' AND SUBSTRING_INDEX(name, '/', 2) IN
+	(SELECT n FROM (SELECT name AS n FROM meta WHERE name LIKE '%[1]s%%' AND name NOT LIKE '%[1]s%%/%%' AND value < %[2]s - %[3]d) AS gone);
+DELETE FROM meta WHERE name LIKE '%[1]s%%' AND name NOT LIKE '%[1]s%%/%%' AND value < %[2]s - %[3]d;
 `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + serverRowUpsertSQL
 
+// serverAppliedUpsertSQL records the revision a server has applied (the
+// second argument) in its row named first and when, on the database's
+// clock, in its row named third.
+var serverAppliedUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES (?, ?), (?, %s) ON DUPLICATE KEY UPDATE value = VALUES(value)`, nowMs)
+
 // serverRowsLiveSQL counts the servers whose rows have not expired, and
-// the seconds the latest has left.
-var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) DIV 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
-	nowMs, serverRowPrefix, nowMs)
+// the seconds the latest has left; the applied revisions' rows (a second
+// '/') are not expiries.
+var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %[1]s, 0) DIV 1000 FROM meta WHERE name LIKE '%[2]s%%' AND name NOT LIKE '%[2]s%%/%%' AND value > %[1]s`,
+	nowMs, serverRowPrefix)
 
 // Maintenance and inspection.
 const (

@@ -18,7 +18,7 @@ var OwnStatements = func() []string {
 		lockBatchSQL, lockedStateSQL, writeBatchSQL, backendPIDSQL, beginSQL, commitSQL, rollbackSQL,
 		leasesSQL, renewLeaseSQL, leaseExpiredSQL, startLeasesSQL,
 		migrateLockSQL, serveLockSharedSQL, serveLockImportSQL, serveLockHoldSQL, hasMetaSQL,
-		serverRowDeleteSQL, serverRowUpsertSQL, serverRowsPruneUpsertSQL, serverRowsLiveSQL,
+		serverRowDeleteSQL, serverRowUpsertSQL, serverRowsPruneUpsertSQL, serverRowsLiveSQL, serverAppliedUpsertSQL,
 		notifySQL, probeNotifySQL, listenSQL(channel), sizeSQL, defragmentSQL, tablesSQL,
 	}
 	for _, q := range newBeginStatements(0) {

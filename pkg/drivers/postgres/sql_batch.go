@@ -170,21 +170,30 @@ const (
 
 // The servers' rows in meta (serverrow.go).
 
-// serverRowDeleteSQL removes a server's row.
-const serverRowDeleteSQL = `DELETE FROM meta WHERE name = $1`
+// serverRowDeleteSQL removes a server's row and its applied revision's.
+const serverRowDeleteSQL = `DELETE FROM meta WHERE name IN ($1, $2, $3)`
 
 // serverRowUpsertSQL writes a server's row, expiring serverExpiry from now.
 var serverRowUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES ($1, %s + %d) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, nowMs, serverExpiry.Milliseconds())
 
 // serverRowsPruneUpsertSQL is serverRowUpsertSQL that first removes the
-// rows expired for serverRowsKept, as one statement.
-var serverRowsPruneUpsertSQL = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%s%%' AND value < %s - %d) `, serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + serverRowUpsertSQL
+// rows expired for serverRowsKept, with their applied revisions' rows, as
+// one statement. The rows of one statement's CTEs are disjoint: the
+// second reads the first's RETURNING, not the table.
+var serverRowsPruneUpsertSQL = fmt.Sprintf(`WITH gone AS (DELETE FROM meta WHERE name LIKE '%[1]s%%' AND name NOT LIKE '%[1]s%%/%%' AND value < %[2]s - %[3]d RETURNING name),
+	gone_applied AS (DELETE FROM meta WHERE name LIKE '%[1]s%%/%%' AND split_part(name, '/', 2) IN (SELECT split_part(name, '/', 2) FROM gone)) `,
+	serverRowPrefix, nowMs, serverRowsKept.Milliseconds()) + serverRowUpsertSQL
+
+// serverAppliedUpsertSQL records the revision a server has applied ($2)
+// in its row $1 and when, on the database's clock, in its row $3.
+var serverAppliedUpsertSQL = fmt.Sprintf(`INSERT INTO meta (name, value) VALUES ($1, $2::BIGINT), ($3, %s) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, nowMs)
 
 // serverRowsLiveSQL counts the servers whose rows have not expired, and
-// the seconds the latest has left. meta may not exist yet (an import into
-// a new database): then there are none.
-var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %s, 0) / 1000 FROM meta WHERE name LIKE '%s%%' AND value > %s`,
-	nowMs, serverRowPrefix, nowMs)
+// the seconds the latest has left; the applied revisions' rows (a second
+// '/') are not expiries. meta may not exist yet (an import into a new
+// database): then there are none.
+var serverRowsLiveSQL = fmt.Sprintf(`SELECT COUNT(*), COALESCE(MAX(value) - %[1]s, 0) / 1000 FROM meta WHERE name LIKE '%[2]s%%' AND name NOT LIKE '%[2]s%%/%%' AND value > %[1]s`,
+	nowMs, serverRowPrefix)
 
 // Notifications (listen.go).
 
