@@ -54,14 +54,9 @@ func (c CheckHashCommand) Run(ctx context.Context, args []string, stdout, stderr
 	case *output != "text" && *output != "json" && *output != "hex":
 		return fmt.Errorf("-o %q: want text, json or hex", *output)
 	}
-	d, err := endpoint.NewDialect(cfg)
+	r, where, err := openReader(ctx, "check hash", cfg)
 	if err != nil {
 		return err
-	}
-	where := endpoint.RedactEndpoint(cfg.Endpoint)
-	r, err := mvcc.OpenReader(ctx, d)
-	if err != nil {
-		return fmt.Errorf("check hash: %s: %w", where, err)
 	}
 	defer r.Close()
 	res, err := r.Hash(ctx, mvcc.HashQuery{Rev: *rev, History: *from >= 0, HistoryFrom: *from})

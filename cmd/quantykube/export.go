@@ -52,14 +52,9 @@ func (c ExportCommand) Run(ctx context.Context, args []string, stdout, stderr io
 	case *file == "":
 		return errors.New("--etcd-snapshot FILE is required: the snapshot to write")
 	}
-	d, err := endpoint.NewDialect(cfg)
+	r, where, err := openReader(ctx, "export", cfg)
 	if err != nil {
 		return err
-	}
-	where := endpoint.RedactEndpoint(cfg.Endpoint)
-	r, err := mvcc.OpenReader(ctx, d)
-	if err != nil {
-		return fmt.Errorf("export: %s: %w", where, err)
 	}
 	defer r.Close()
 	w, err := etcdsnap.Create(*file)

@@ -17,14 +17,9 @@ func storeStatus(ctx context.Context, cfg endpoint.Config, output string, w io.W
 	if output != "text" && output != "json" {
 		return fmt.Errorf("-o %q: want text or json", output)
 	}
-	d, err := endpoint.NewDialect(cfg)
+	r, where, err := openReader(ctx, "status", cfg)
 	if err != nil {
 		return err
-	}
-	where := endpoint.RedactEndpoint(cfg.Endpoint)
-	r, err := mvcc.OpenReader(ctx, d)
-	if err != nil {
-		return fmt.Errorf("status: %s: %w", where, err)
 	}
 	defer r.Close()
 	st, err := r.Status(ctx)
@@ -91,4 +86,20 @@ func printStoreStatus(w io.Writer, where string, st *mvcc.StoreStatus, now time.
 		}
 	}
 	return nil
+}
+
+// openReader opens the store cfg names read-only beside any server
+// (mvcc.Reader), for the command cmd, and returns it with the endpoint
+// as errors and output name it (credentials redacted).
+func openReader(ctx context.Context, cmd string, cfg endpoint.Config) (*mvcc.Reader, string, error) {
+	d, err := endpoint.NewDialect(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	where := endpoint.RedactEndpoint(cfg.Endpoint)
+	r, err := mvcc.OpenReader(ctx, d)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %s: %w", cmd, where, err)
+	}
+	return r, where, nil
 }
