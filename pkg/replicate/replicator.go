@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 	if r.db, err = sqlite.OpenReadOnly(cfg.Dialect.Path); err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	shipped, baseAt, ok := resumePoint(l)
+	shipped, baseAt, ok := resumePoint(l, time.Now())
 	if ok {
 		var rev int64
 		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
@@ -151,8 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 }
 
 // resumePoint is the last revision of the chain from the newest base,
-// and that base's time; ok is false without a base.
-func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
+// and that base's time, from which the next scheduled base is counted;
+// ok is false without a base. A base's time is its last commit's, the
+// only time its name records; a base of a store with no commit yet has
+// none (0), and its age is counted from now: otherwise every restart
+// within BaseInterval of a new store's first start would take a base.
+func resumePoint(l Listing, now time.Time) (shipped int64, baseAt time.Time, ok bool) {
 	if len(l.Bases) == 0 {
 		return 0, time.Time{}, false
 	}
@@ -163,7 +167,11 @@ func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
 			shipped = s.Last
 		}
 	}
-	return shipped, time.UnixMilli(b.UnixMs), true
+	baseAt = time.UnixMilli(b.UnixMs)
+	if b.UnixMs == 0 {
+		baseAt = now
+	}
+	return shipped, baseAt, true
 }
 
 // Close stops shipping, after one last segment (within FlushTimeout) of
