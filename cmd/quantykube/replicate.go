@@ -115,7 +115,7 @@ func sqliteDialect(cmd string, cfg endpoint.Config) (*sqlite.Dialect, error) {
 	}
 	d, ok := md.(*sqlite.Dialect)
 	if !ok {
-		return nil, fmt.Errorf("%s: %s is not a SQLite store: replication to object storage serves SQLite", cmd, endpoint.RedactEndpoint(cfg.Endpoint))
+		return nil, fmt.Errorf("%s: %s is not a SQLite store: replication to object storage serves SQLite (ADR-052); for PostgreSQL and MySQL use the database's point-in-time recovery, or migrate --to sqlite:// (docs/backup.md)", cmd, endpoint.RedactEndpoint(cfg.Endpoint))
 	}
 	return d, nil
 }

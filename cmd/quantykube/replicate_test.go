@@ -155,6 +155,8 @@ func TestRestoreFromBadArguments(t *testing.T) {
 		{RestoreCommand{}, []string{"backup.db", "--revision", "5", "--endpoint", store}, "need --from"},
 		{RestoreCommand{}, []string{"--from", "ftp://x/y", "--endpoint", store}, "ftp"},
 		{RestoreCommand{}, []string{"--from", "file://" + dir, "--endpoint", "postgres://u@127.0.0.1:1/db"}, "not a SQLite store"},
+		{ServeCommand{}, []string{"--replicate", "file://" + dir, "--endpoint", "postgres://u@127.0.0.1:1/db", "--listen-address", "127.0.0.1:0"}, "serves SQLite (ADR-052)"},
+		{ServeCommand{}, []string{"--replicate", "file://" + dir, "--endpoint", "mysql://u@tcp(127.0.0.1:1)/db", "--listen-address", "127.0.0.1:0"}, "serves SQLite (ADR-052)"},
 		{ReplicaCommand{}, []string{"list", "file://" + dir}, "want 'ls URL'"},
 	} {
 		err := c.cmd.Run(t.Context(), c.args, io.Discard, io.Discard)
