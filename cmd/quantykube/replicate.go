@@ -33,8 +33,9 @@ func (o *objstoreFlags) register(fs *pflag.FlagSet, prefix string) {
 type replicateFlags struct {
 	url string
 	objstoreFlags
-	cfg  replicate.Config
-	hold time.Duration
+	cfg       replicate.Config
+	hold      time.Duration
+	holdBytes int64
 }
 
 func (r *replicateFlags) register(fs *pflag.FlagSet) {
@@ -45,6 +46,7 @@ func (r *replicateFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&r.cfg.RetainBases, "replicate-retain-bases", replicate.DefaultRetainBases, "replication: keep this many bases, with the segments after the oldest")
 	fs.DurationVar(&r.cfg.RetainAge, "replicate-retain-age", replicate.DefaultRetainAge, "replication: also prune bases older than this (the newest always stays; 0: by count only)")
 	fs.DurationVar(&r.hold, "replicate-hold", replicate.DefaultHold, "replication: while the object store cannot be reached, keep the history not yet shipped past the --retain rules for up to this long; past it they prune it, and a fresh base follows (0: retention alone decides)")
+	fs.Int64Var(&r.holdBytes, "replicate-hold-bytes", replicate.DefaultHoldBytes, "replication: end --replicate-hold early once the store's database and WAL files have grown by this many bytes since the oldest revision not shipped (0: no bound in bytes)")
 }
 
 func (r *replicateFlags) check() error {
@@ -62,6 +64,12 @@ func (r *replicateFlags) check() error {
 		return fmt.Errorf("--replicate-retain-age %s: want 0 or more", r.cfg.RetainAge)
 	case r.hold < 0:
 		return fmt.Errorf("--replicate-hold %s: want 0 or more", r.hold)
+	case r.holdBytes < 0:
+		return fmt.Errorf("--replicate-hold-bytes %d: want 0 or more", r.holdBytes)
+	}
+	r.cfg.HoldBytes = r.holdBytes
+	if r.holdBytes == 0 {
+		r.cfg.HoldBytes = -1 // the flag's 0 is the Config's "no bound"
 	}
 	r.cfg.Hold = r.hold
 	if r.hold == 0 {
