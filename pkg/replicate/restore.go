@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 )
 
@@ -206,6 +207,7 @@ const (
 	raiseMetaSQL      = `UPDATE meta SET value = ? WHERE name = ? AND value < ?`
 	deleteLeasesSQL   = `DELETE FROM leases`
 	insertLeaseSQL    = `INSERT INTO leases (id, ttl) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`
+	unseenLeasesSQL   = `INSERT INTO leases (id, ttl) SELECT DISTINCT lease, ? FROM current WHERE lease != 0 AND lease NOT IN (SELECT id FROM leases)`
 	checkpointSQL     = `PRAGMA wal_checkpoint(TRUNCATE)`
 	readBaseLineageOK = `SELECT 1 FROM meta WHERE name = 'rev'`
 )
@@ -275,6 +277,14 @@ func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan
 	if last != nil {
 		if err := setLeases(ctx, tx, prevLeases, last.Leases, info.Segments == 1); err != nil {
 			return err
+		}
+		// A lease granted and revoked between two of the replicator's
+		// reads is in no segment's table, yet its keys are live at a
+		// target between their put and the revoke's deletes. It is given
+		// back with the shortest TTL: its keys go soon after the restored
+		// server starts, as they went soon after the target.
+		if _, err := tx.ExecContext(ctx, unseenLeasesSQL, mvcc.MinLeaseTTL); err != nil {
+			return fmt.Errorf("give back the leases of live keys: %w", err)
 		}
 		for _, m := range []struct {
 			name string
@@ -363,8 +373,9 @@ func (s *replayStmts) apply(ctx context.Context, r Row) error {
 // setLeases makes the leases table the union of the leases at the end of
 // the last segment replayed and of the one before it: a segment says its
 // leases at its end only, so a lease revoked inside it after the target
-// (its keys live at the target) comes from the one before. A lease granted
-// after the target holds no key and expires. After one segment, the one
+// (its keys live at the target) comes from the one before; one granted
+// inside it too is in neither, and restore gives it back (unseenLeasesSQL).
+// A lease granted after the target holds no key and expires. After one segment, the one
 // before is the base's leases table, which stays.
 func setLeases(ctx context.Context, tx *sql.Tx, a, b []Lease, keepBase bool) error {
 	if !keepBase {
