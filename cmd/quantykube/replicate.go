@@ -17,6 +17,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 )
@@ -129,7 +130,7 @@ func sqliteDialect(cmd string, cfg endpoint.Config) (*sqlite.Dialect, error) {
 }
 
 // restoreFrom is `restore --from URL`.
-func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at string, rev int64, force bool, stdout io.Writer) error {
+func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at string, rev int64, force, keep bool, stdout io.Writer) error {
 	if f.fs.NArg() != 0 {
 		return fmt.Errorf("restore --from: takes no FILE, got %q", f.fs.Args())
 	}
@@ -147,7 +148,7 @@ func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at
 	if rev < 0 {
 		return fmt.Errorf("restore --revision %d: want a revision", rev)
 	}
-	t.Rev = rev
+	t.Rev, t.Bump = rev, !keep
 	d, err := sqliteDialect("restore", f.cfg)
 	if err != nil {
 		return err
@@ -165,8 +166,12 @@ func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at
 		d.Path, st, info.Target, info.Base, info.Segments, info.Rows, time.Since(start).Round(time.Millisecond))
 	writeBackupInfo(stdout, info.BackupInfo)
 	fmt.Fprintf(stdout, "  lineage   none: serve --replicate gives it a new one; replicate it to a prefix of its own\n")
-	if info.Bumped != 0 {
-		fmt.Fprintf(stdout, "  bumped    to revision %d, past the replaced store's %d, marked compacted: watches are cancelled and clients relist\n", info.Bumped, info.ReplacedRev)
+	switch {
+	case info.Bumped != 0:
+		fmt.Fprintf(stdout, "  bumped    to revision %d, a billion past %d (the bucket's last, or a replaced store's), marked compacted: kube-apiserver's and other clients' watches are cancelled and they relist\n",
+			info.Bumped, info.Bumped-mvcc.RevisionBump)
+	case keep:
+		fmt.Fprintf(stdout, "  revision  kept (--keep-revision): if a client of the replicated store uses this copy, restart kube-apiserver and every watcher first (docs/backup.md)\n")
 	}
 	return nil
 }

@@ -21,6 +21,14 @@ import (
 type Target struct {
 	Rev int64
 	At  time.Time
+	// Bump moves the restored revision a billion (mvcc.RevisionBump) past
+	// the bucket's last revision and marks it compacted, as etcdutl's
+	// snapshot restore --bump-revision --mark-compacted: the replicated
+	// store handed out revisions up to the RPO past that one, which its
+	// clients (kube-apiserver's watch cache, informers) hold, so that none
+	// names two states and every watch is cancelled and relists (ADR-027).
+	// Objects keep their revisions, and History its rows.
+	Bump bool
 }
 
 // RestoreInfo describes a restore.
@@ -74,12 +82,28 @@ func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target
 	if err := replay(ctx, st, l.Lineage, tmpName, plan, &info); err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
-	bi, err := d.Restore(ctx, tmpName, force)
+	o := sqlite.RestoreOptions{Replace: force}
+	if t.Bump {
+		o.HandedOut = max(lastRev(l), info.Target)
+	}
+	bi, err := d.RestoreWith(ctx, tmpName, o)
 	info.BackupInfo = bi
 	if err != nil {
 		return info, err
 	}
 	return info, nil
+}
+
+// lastRev is the newest revision the bucket holds, in a base or a segment.
+func lastRev(l Listing) int64 {
+	var rev int64
+	for _, b := range l.Bases {
+		rev = max(rev, b.Rev)
+	}
+	for _, s := range l.Segments {
+		rev = max(rev, s.Last)
+	}
+	return rev
 }
 
 func dirOf(path string) string {
