@@ -7,7 +7,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +30,12 @@ const (
 	drillCuts         = 6
 	drillCutInterval  = 50 * time.Millisecond
 	drillCatchUpLimit = 30 * time.Second
+	// The negative control replicates as often as it can, so that a cut
+	// finds the bucket at the newest commit, and stops at the first cut
+	// that shows what it must (at a 50 ms interval that took one to seven
+	// cuts: a cut does not always take more than the bucket lags by).
+	drillControlInterval = 10 * time.Millisecond
+	drillControlCuts     = 20
 )
 
 // drillPowerCut runs serve --replicate with its store on lazyfs and its
@@ -39,28 +47,10 @@ const (
 // restore of the latest equals the live store (check hash, history
 // included).
 func drillPowerCut(t *testing.T) row {
-	if os.Geteuid() != 0 {
-		framework.Unavailable(t, "FUSE", errors.New("mounting needs root"))
-	}
-	mnt := t.TempDir()
-	fs, err := lazyfs.Mount(mnt)
-	if err != nil {
-		framework.Unavailable(t, "FUSE", err)
-	}
-	// Registered before the target's: runs after it has stopped.
-	t.Cleanup(func() {
-		if err := fs.Unmount(); err != nil {
-			t.Errorf("unmounting lazyfs: %v", err)
-		}
-	})
-	bucket := filepath.Join(t.TempDir(), "bucket")
-	burl := "file://" + bucket
-	db := filepath.Join(mnt, "state.db")
-	x := framework.Start(t, framework.SQLite, framework.Options{Process: true,
-		Args:     []string{"--replicate", burl, "--replicate-interval", drillCutInterval.String()},
-		Endpoint: func(string) string { return "sqlite://" + db }})
+	fs, mnt, burl, x := drillOnLazyFS(t, drillCutInterval, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	db := filepath.Join(mnt, "state.db")
 	var extra, gaps []string
 	lostPages, atEdge := 0, 0
 	r, violations, lost := scenario(t, x, drillCuts, func(t *testing.T, round int, rec *lin.Recorder) {
@@ -126,6 +116,82 @@ func drillPowerCut(t *testing.T) row {
 	r.violations += len(extra)
 	r.note += fmt.Sprintf("; %d unsynced pages lost; bucket behind the durable store by %s revisions at the cuts; restore = live (check hash)", lostPages, strings.Join(gaps, "/"))
 	return judge(t, r, append(violations, extra...), lost)
+}
+
+// drillOnLazyFS mounts lazyfs and starts serve --replicate on a store
+// there, replicating every interval to a bucket on the test's own disk;
+// env, when set, runs the chaos test binary's weak server instead of
+// quantykube (main_test.go).
+func drillOnLazyFS(t *testing.T, interval time.Duration, env []string) (*lazyfs.FS, string, string, *framework.Target) {
+	if os.Geteuid() != 0 {
+		framework.Unavailable(t, "FUSE", errors.New("mounting needs root"))
+	}
+	mnt := t.TempDir()
+	fs, err := lazyfs.Mount(mnt)
+	if err != nil {
+		framework.Unavailable(t, "FUSE", err)
+	}
+	// Registered before the target's: runs after it has stopped.
+	t.Cleanup(func() {
+		if err := fs.Unmount(); err != nil {
+			t.Errorf("unmounting lazyfs: %v", err)
+		}
+	})
+	burl := "file://" + filepath.Join(t.TempDir(), "bucket")
+	db := filepath.Join(mnt, "state.db")
+	o := framework.Options{Process: true, Env: env,
+		Args:     []string{"--replicate", burl, "--replicate-interval", interval.String()},
+		Endpoint: func(string) string { return "sqlite://" + db }}
+	if env != nil {
+		bin, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Bin = bin
+	}
+	return fs, mnt, burl, framework.Start(t, framework.SQLite, o)
+}
+
+// drillPowerCutControl is the negative control: the same with SQLite's
+// synchronous=NORMAL, where a commit is visible before it is durable. A
+// cut must find the bucket past the store (within drillControlCuts), and
+// quantykube must then refuse to replicate the store to that prefix.
+func drillPowerCutControl(t *testing.T) row {
+	fs, mnt, burl, x := drillOnLazyFS(t, drillControlInterval, []string{weakSyncEnv + "=1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rec, err := lin.Start(ctx, lin.Config{Endpoints: x.Endpoints(), Clients: clients, OpsPerClient: 1 << 30, Seed: uint64(time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Halt()
+	var seen []string
+	for round := 1; round <= drillControlCuts; round++ {
+		waitAcked(t, rec, fmt.Sprintf("before cut %d", round))
+		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
+		x.Kill(t)
+		if _, err := fs.PowerCut(); err != nil {
+			t.Fatal(err)
+		}
+		durable := drillDurableRev(t, mnt)
+		c, _ := drillChain(drillRun(t, ctx, "replica", "ls", burl))
+		seen = append(seen, fmt.Sprintf("%d/%d", durable, c.last))
+		if c.last <= durable {
+			x.Start(t)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, framework.Binary(t), "serve", "--listen-address", framework.FreeAddr(t),
+			"--endpoint", "sqlite://"+filepath.Join(mnt, "state.db"), "--replicate", burl).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "past this store's") {
+			t.Errorf("serve --replicate on a store behind its bucket: %v, want a refusal:\n%s", err, out)
+		}
+		t.Logf("negative control: cut %d left the store at revision %d and the bucket at %d, as it must; serve refuses the prefix: %s", round, durable, c.last, lastLine(string(out)))
+		return row{rounds: round, note: fmt.Sprintf("the bucket past the store after cut %d (store %d, bucket %d), as it must", round, durable, c.last)}
+	}
+	t.Errorf("synchronous=NORMAL: in %d cuts the bucket was never past the store (store/bucket: %s): the drill cannot tell a revision shipped before it was durable", drillControlCuts, strings.Join(seen, ", "))
+	return row{rounds: drillControlCuts}
 }
 
 // drillDurableRev is the revision of the store the cut left in dir (the

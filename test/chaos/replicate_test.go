@@ -35,6 +35,7 @@ func TestReplicationDrill(t *testing.T) {
 	}{
 		{"lost machine", drillLostMachine},
 		{"power cut while replicating", drillPowerCut},
+		{"power cut while replicating, synchronous=NORMAL (negative control)", drillPowerCutControl},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			start := time.Now()
