@@ -163,7 +163,7 @@ func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
 			shipped = s.Last
 		}
 	}
-	return shipped, time.UnixMilli(b.UnixMs), true
+	return shipped, baseTime(l, len(l.Bases)-1), true
 }
 
 // Close stops shipping, after one last segment (within FlushTimeout) of
