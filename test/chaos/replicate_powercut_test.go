@@ -51,6 +51,7 @@ func drillPowerCut(t *testing.T) row {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	db := filepath.Join(mnt, "state.db")
+	first := drillFirstBase(t, ctx, burl)
 	var extra, gaps []string
 	lostPages, atEdge := 0, 0
 	r, violations, lost := scenario(t, x, drillCuts, func(t *testing.T, round int, rec *lin.Recorder) {
@@ -103,6 +104,9 @@ func drillPowerCut(t *testing.T) row {
 		if time.Now().After(deadline) {
 			t.Fatalf("the bucket is at revision %d, %s after the load stopped at %d", c.last, drillCatchUpLimit, rev)
 		}
+	}
+	if c.base != first {
+		extra = append(extra, fmt.Sprintf("the chain begins at a base of revision %d, not at the first (%d): restarts lost what was restorable before them", c.base, first))
 	}
 	restored := filepath.Join(t.TempDir(), "restored", "state.db")
 	drillRun(t, ctx, "restore", "--from", burl, "--endpoint", "sqlite://"+restored)
@@ -192,6 +196,20 @@ func drillPowerCutControl(t *testing.T) row {
 	}
 	t.Errorf("synchronous=NORMAL: in %d cuts the bucket was never past the store (store/bucket: %s): the drill cannot tell a revision shipped before it was durable", drillControlCuts, strings.Join(seen, ", "))
 	return row{rounds: drillControlCuts}
+}
+
+// drillFirstBase waits for the first base in the bucket at url and
+// returns its revision.
+func drillFirstBase(t *testing.T, ctx context.Context, url string) int64 {
+	t.Helper()
+	for deadline := time.Now().Add(drillCatchUpLimit); ; time.Sleep(50 * time.Millisecond) {
+		if c, _ := drillChain(drillRun(t, ctx, "replica", "ls", url)); c.bases > 0 {
+			return c.base
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no base in %s %s after the start", url, drillCatchUpLimit)
+		}
+	}
 }
 
 // drillDurableRev is the revision of the store the cut left in dir (the
