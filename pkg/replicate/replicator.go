@@ -165,11 +165,8 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 }
 
 // resumePoint is the last revision of the chain from the newest base,
-// and that base's time, from which the next scheduled base is counted;
-// ok is false without a base. A base's time is its last commit's, the
-// only time its name records; a base of a store with no commit yet has
-// none (0), and its age is counted from now: otherwise every restart
-// within BaseInterval of a new store's first start would take a base.
+// and that base's time (baseTime), from which the next scheduled base is
+// counted; ok is false without a base.
 func resumePoint(l Listing, now time.Time) (shipped int64, baseAt time.Time, ok bool) {
 	if len(l.Bases) == 0 {
 		return 0, time.Time{}, false
@@ -181,11 +178,7 @@ func resumePoint(l Listing, now time.Time) (shipped int64, baseAt time.Time, ok 
 			shipped = s.Last
 		}
 	}
-	baseAt = time.UnixMilli(b.UnixMs)
-	if b.UnixMs == 0 {
-		baseAt = now
-	}
-	return shipped, baseAt, true
+	return shipped, baseTime(l, len(l.Bases)-1, now), true
 }
 
 // Close stops shipping, after one last segment (within FlushTimeout) of

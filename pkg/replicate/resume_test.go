@@ -6,8 +6,8 @@ import (
 )
 
 // The chain resumes after the newest base's contiguous segments, and the
-// next scheduled base is counted from the base's last commit, or from now
-// for a base of a store that had none.
+// next scheduled base is counted from the base's last commit, or, for a
+// base of a store that had none, from the first commit after it, or now.
 func TestResumePoint(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	for _, tc := range []struct {
@@ -25,7 +25,10 @@ func TestResumePoint(t *testing.T) {
 		{"base of an empty store", Listing{
 			Bases:    []Base{{Rev: 1, UnixMs: 0}},
 			Segments: []Segment{{First: 2, Last: 4, T0: 1_799_000_000_000}},
-		}, 4, now, true},
+		}, 4, time.UnixMilli(1_799_000_000_000), true},
+		{"base of an empty store, nothing after it", Listing{
+			Bases: []Base{{Rev: 1, UnixMs: 0}},
+		}, 1, now, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shipped, baseAt, ok := resumePoint(tc.l, now)
