@@ -241,4 +241,30 @@ func TestS3WebIdentity(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("Rotated", func(t *testing.T) {
+		// The kubelet rewrites the token file; the open store takes the
+		// new token at its next session, without being opened again.
+		irsaEnv(t, iss.token(t, iss.key, irsaSubject, time.Now().Add(-time.Minute)))
+		st := open(t)
+		if err := st.Put(context.Background(), "bases/rotated", strings.NewReader("x"), 1); err == nil {
+			t.Fatal("Put with an expired token succeeded")
+		}
+		fresh := iss.token(t, iss.key, irsaSubject, time.Now().Add(time.Hour))
+		if err := os.WriteFile(tokenFile, []byte(fresh), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		put(t, st, "bases/rotated", "after the rotation", -1)
+		if got := get(t, st, "bases/rotated"); got != "after the rotation" {
+			t.Errorf("Get = %q", got)
+		}
+	})
+	t.Run("KeysFirst", func(t *testing.T) {
+		// Keys in the environment come before the web identity in the
+		// SDK's chain: a refused token is then not even read.
+		irsaEnv(t, iss.token(t, other, irsaSubject, time.Now().Add(time.Hour)))
+		t.Setenv("AWS_ACCESS_KEY_ID", objstoretest.AccessKey)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", objstoretest.SecretKey)
+		put(t, open(t), "bases/keys", "with the keys", -1)
+	})
 }
