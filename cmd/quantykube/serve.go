@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quantyroot/quantykube/pkg/apiagg"
-	"github.com/quantyroot/quantykube/pkg/apiagg/uidecode"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate"
@@ -99,7 +98,6 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	_ = fs.MarkDeprecated("cache-bytes", "use --live-index-bytes, and --live-index=false for 0")
 	fs.StringVar(&cfg.MetricsListenAddress, "metrics-listen-address", "", "serve Prometheus metrics at http://ADDRESS/metrics (write batches and their failures, revision, floors, pruned rows, history's size and window and its bytes by type, watchers, leases, the live index's bytes) and the health endpoints /livez, /readyz, /healthz and /health (e.g. 127.0.0.1:2381); off when empty")
 	api := &cfg.AggregatedAPI
-	api.DecodeValue = uidecode.Decode // the web page's JSON answers (ADR-047)
 	fs.StringVar(&api.Listen, "api-listen", "", "also serve History as the aggregated Kubernetes API quanty.quantyroot.io/v1alpha1 on host:port (docs/AGGREGATED-API.md); off when empty")
 	fs.StringVar(&api.CertFile, "api-cert", "", "aggregated API: serving certificate, for <service>.<namespace>.svc (default: none; required with --api-listen)")
 	fs.StringVar(&api.KeyFile, "api-key", "", "aggregated API: serving key (default: none; required with --api-listen)")

@@ -66,11 +66,8 @@ func (browserWriteError) Error() string {
 	return "a restore sent by a browser must carry the header " + ui.Header + ": 1 (the web page sends it)"
 }
 
-// JSONType is the media type the web page asks for (Accept): the History
-// messages in JSON with each value decoded to its object. Plain
-// application/json does not do: kubectl get --raw asks for it (with
-// */*) and reads the protobuf it is given.
-const JSONType = "application/json;as=decoded"
+// JSONType is the media type the web page asks for (ui.JSONType).
+const JSONType = ui.JSONType
 
 // wantsJSON is whether the caller asked for JSONType.
 func wantsJSON(r *http.Request) bool {
@@ -83,13 +80,17 @@ func wantsJSON(r *http.Request) bool {
 }
 
 // jsonKV is a KeyValue as the JSON answers give it: the key as text and
-// the value decoded, or why it is not.
+// the value decoded, or why it is not; a server that does not decode
+// (Config.DecodeValue nil) gives the value as stored (base64), and
+// `kubectl quanty ui`'s proxy decodes it on its way to the page
+// (ui.UndecodedProblem).
 type jsonKV struct {
 	Key            string          `json:"key"`
 	CreateRevision int64           `json:"createRevision"`
 	ModRevision    int64           `json:"modRevision"`
 	Version        int64           `json:"version"`
 	Object         json.RawMessage `json:"object,omitempty"`
+	Value          []byte          `json:"value,omitempty"`
 	Problem        string          `json:"problem,omitempty"`
 	Size           int             `json:"size"`
 }
@@ -129,7 +130,7 @@ func (s *Server) jsonKV(kv *mvccpb.KeyValue) *jsonKV {
 	switch {
 	case len(kv.Value) == 0:
 	case s.cfg.DecodeValue == nil:
-		j.Problem = "this server does not decode values (apiagg.Config.DecodeValue)"
+		j.Value, j.Problem = kv.Value, ui.UndecodedProblem
 	default:
 		j.Object, j.Problem = s.cfg.DecodeValue(kv.Value)
 	}

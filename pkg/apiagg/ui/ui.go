@@ -29,6 +29,18 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // request; the server refuses a restore that a browser sent without it.
 const Header = "X-Quanty-UI"
 
+// JSONType is the media type the page asks for (Accept): the History
+// messages in JSON, each value decoded to its object. Plain
+// application/json does not do: kubectl get --raw asks for it (with */*)
+// and reads the protobuf it is given.
+const JSONType = "application/json;as=decoded"
+
+// UndecodedProblem is the problem the server gives a value it sends as
+// stored (base64, in "value"), not decoded: the server links no API type
+// (ADR-047), and `kubectl quanty ui`'s proxy decodes such values on their
+// way to the page. The page shows it when opened some other way.
+const UndecodedProblem = "not decoded: this server sends values as stored, and kubectl quanty ui decodes them; open the page with it"
+
 // file is one asset, read once.
 type file struct {
 	body        []byte

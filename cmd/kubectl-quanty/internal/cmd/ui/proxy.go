@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,6 +72,11 @@ func NewProxy(token string, target *url.URL, transport http.RoundTripper, listen
 					r.Out.Header[h] = v
 				}
 			}
+			if wantsDecoded(r.In.Header) {
+				// The proxy reads the answer to decode its values: the
+				// transport asks for, and inflates, its own compression.
+				r.Out.Header.Del("Accept-Encoding")
+			}
 			r.Out.Header.Set("User-Agent", "kubectl-quanty-ui")
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -79,10 +85,18 @@ func NewProxy(token string, target *url.URL, transport http.RoundTripper, listen
 			// cookie for the proxy's origin either.
 			resp.Header.Del("WWW-Authenticate")
 			resp.Header.Del("Set-Cookie")
+			if wantsDecoded(resp.Request.Header) {
+				return decodeAnswer(resp)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			fmt.Fprintf(p.log, "kubectl quanty ui: %s %s: %v\n", r.Method, r.Context().Value(restKey{}), err)
+			var ae *answerError
+			if errors.As(err, &ae) {
+				http.Error(w, "kubectl quanty ui: cannot decode kube-apiserver's answer: "+err.Error(), http.StatusBadGateway)
+				return
+			}
 			http.Error(w, "kubectl quanty ui: cannot reach kube-apiserver: "+err.Error(), http.StatusBadGateway)
 		},
 	}
