@@ -247,6 +247,9 @@ func checkSameAPIServer(t *testing.T, ctx context.Context, c *Cluster, ns, prefi
 		t.Errorf("the kube-apiserver that ran across the restore lists at %d (it had handed out %d) and lists drill-probe: %v; docs/backup.md says its cache stays ahead and misses new writes until it restarts: update it",
 			listRV, maxSeen, ok)
 	}
+	if got, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "drill-probe", metav1.GetOptions{}); err != nil || got.ResourceVersion != probe.ResourceVersion {
+		t.Errorf("get drill-probe through the same kube-apiserver: %v; docs/backup.md says a get, read from the store, finds it", err)
+	}
 }
 
 // checkRestartedAPIServer restarts kube-apiserver (and the controller
