@@ -57,8 +57,15 @@ object checked against its checksum, up to --revision N, or up to the last
 revision committed at or before --at TIME (RFC 3339 with milliseconds,
 e.g. 2026-12-07T14:03:05.250Z), or the newest shipped. The store has the
 same revisions and the history before the point, and a new lineage: to
-replicate it, give serve --replicate a new prefix. Nothing is written to
-the store on any error.`
+replicate it, give serve --replicate a new prefix. Its revision is then
+moved a billion past the bucket's last and marked compacted, as etcdutl's
+snapshot restore --bump-revision --mark-compacted: the lost store handed
+out revisions past what it shipped, and its clients (kube-apiserver's
+watch cache, informers) hold them; their watches are cancelled and they
+relist. Objects keep their revisions, and History its rows; reads of the
+etcd API below the new revision answer compacted. --keep-revision leaves
+the revision as restored, for a copy no client of the original uses.
+Nothing is written to the store on any error.`
 }
 
 // sqliteFlags are the flags of backup and restore: the store, which must be
@@ -117,20 +124,21 @@ func (c RestoreCommand) Run(ctx context.Context, args []string, stdout, stderr i
 	from := f.fs.String("from", "", "restore from object storage: the URL serve --replicate wrote to (default: none, restore FILE)")
 	at := f.fs.String("at", "", "with --from: the time to restore, RFC 3339 with milliseconds (default: the newest shipped)")
 	rev := f.fs.Int64("revision", 0, "with --from: the revision to restore (default: the newest shipped)")
+	keep := f.fs.Bool("keep-revision", false, "with --from: keep the restored revision as it is, instead of moving it a billion past the bucket's last and marking it compacted; only for a copy no client of the replicated store will use")
 	var o objstoreFlags
 	o.register(f.fs, "")
 	if len(args) > 0 && hasFrom(args) {
 		if err := f.fs.Parse(args); err != nil {
 			return flagError(err)
 		}
-		return restoreFrom(ctx, f, &o, *from, *at, *rev, *force, stdout)
+		return restoreFrom(ctx, f, &o, *from, *at, *rev, *force, *keep, stdout)
 	}
 	d, file, done, err := f.parse("restore", args)
 	if done || err != nil {
 		return err
 	}
-	if *at != "" || *rev != 0 {
-		return errors.New("restore: --at and --revision need --from")
+	if *at != "" || *rev != 0 || *keep {
+		return errors.New("restore: --at, --revision and --keep-revision need --from")
 	}
 	info, err := d.Restore(ctx, file, *force)
 	if err != nil {

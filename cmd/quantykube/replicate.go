@@ -17,6 +17,7 @@ import (
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 )
@@ -33,8 +34,9 @@ func (o *objstoreFlags) register(fs *pflag.FlagSet, prefix string) {
 type replicateFlags struct {
 	url string
 	objstoreFlags
-	cfg  replicate.Config
-	hold time.Duration
+	cfg       replicate.Config
+	hold      time.Duration
+	holdBytes int64
 }
 
 func (r *replicateFlags) register(fs *pflag.FlagSet) {
@@ -45,6 +47,7 @@ func (r *replicateFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&r.cfg.RetainBases, "replicate-retain-bases", replicate.DefaultRetainBases, "replication: keep this many bases, with the segments after the oldest")
 	fs.DurationVar(&r.cfg.RetainAge, "replicate-retain-age", replicate.DefaultRetainAge, "replication: also prune bases older than this (the newest always stays; 0: by count only)")
 	fs.DurationVar(&r.hold, "replicate-hold", replicate.DefaultHold, "replication: while the object store cannot be reached, keep the history not yet shipped past the --retain rules for up to this long; past it they prune it, and a fresh base follows (0: retention alone decides)")
+	fs.Int64Var(&r.holdBytes, "replicate-hold-bytes", replicate.DefaultHoldBytes, "replication: end --replicate-hold early once the store's database and WAL files have grown by this many bytes since the oldest revision not shipped (0: no bound in bytes)")
 }
 
 func (r *replicateFlags) check() error {
@@ -62,6 +65,12 @@ func (r *replicateFlags) check() error {
 		return fmt.Errorf("--replicate-retain-age %s: want 0 or more", r.cfg.RetainAge)
 	case r.hold < 0:
 		return fmt.Errorf("--replicate-hold %s: want 0 or more", r.hold)
+	case r.holdBytes < 0:
+		return fmt.Errorf("--replicate-hold-bytes %d: want 0 or more", r.holdBytes)
+	}
+	r.cfg.HoldBytes = r.holdBytes
+	if r.holdBytes == 0 {
+		r.cfg.HoldBytes = -1 // the flag's 0 is the Config's "no bound"
 	}
 	r.cfg.Hold = r.hold
 	if r.hold == 0 {
@@ -115,13 +124,13 @@ func sqliteDialect(cmd string, cfg endpoint.Config) (*sqlite.Dialect, error) {
 	}
 	d, ok := md.(*sqlite.Dialect)
 	if !ok {
-		return nil, fmt.Errorf("%s: %s is not a SQLite store: replication to object storage serves SQLite", cmd, endpoint.RedactEndpoint(cfg.Endpoint))
+		return nil, fmt.Errorf("%s: %s is not a SQLite store: replication to object storage serves SQLite (ADR-052); for PostgreSQL and MySQL use the database's point-in-time recovery, or migrate --to sqlite:// (docs/backup.md)", cmd, endpoint.RedactEndpoint(cfg.Endpoint))
 	}
 	return d, nil
 }
 
 // restoreFrom is `restore --from URL`.
-func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at string, rev int64, force bool, stdout io.Writer) error {
+func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at string, rev int64, force, keep bool, stdout io.Writer) error {
 	if f.fs.NArg() != 0 {
 		return fmt.Errorf("restore --from: takes no FILE, got %q", f.fs.Args())
 	}
@@ -139,7 +148,7 @@ func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at
 	if rev < 0 {
 		return fmt.Errorf("restore --revision %d: want a revision", rev)
 	}
-	t.Rev = rev
+	t.Rev, t.Bump = rev, !keep
 	d, err := sqliteDialect("restore", f.cfg)
 	if err != nil {
 		return err
@@ -157,8 +166,12 @@ func restoreFrom(ctx context.Context, f *sqliteFlags, o *objstoreFlags, from, at
 		d.Path, st, info.Target, info.Base, info.Segments, info.Rows, time.Since(start).Round(time.Millisecond))
 	writeBackupInfo(stdout, info.BackupInfo)
 	fmt.Fprintf(stdout, "  lineage   none: serve --replicate gives it a new one; replicate it to a prefix of its own\n")
-	if info.Bumped != 0 {
-		fmt.Fprintf(stdout, "  bumped    to revision %d, past the replaced store's %d, marked compacted: watches are cancelled and clients relist\n", info.Bumped, info.ReplacedRev)
+	switch {
+	case info.Bumped != 0:
+		fmt.Fprintf(stdout, "  bumped    to revision %d, a billion past %d (the bucket's last, or a replaced store's), marked compacted: kube-apiserver's and other clients' watches are cancelled and they relist\n",
+			info.Bumped, info.Bumped-mvcc.RevisionBump)
+	case keep:
+		fmt.Fprintf(stdout, "  revision  kept (--keep-revision): if a client of the replicated store uses this copy, restart kube-apiserver and every watcher first (docs/backup.md)\n")
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
@@ -178,9 +179,11 @@ func TestReplicationDocCommands(t *testing.T) {
 	}
 	store := filepath.Join(lib, "state.db")
 	// check serves the restored store: it holds the original's keys at
-	// rev, and its revision is rev, or, over a store at a later revision
-	// (the restores before it), moved past that store's (ADR-027).
-	replaced := int64(0)
+	// rev, and its revision is moved a billion past the bucket's last
+	// (the original's last: it stopped gracefully) or, over a store at a
+	// later revision (the restores before it), past that store's
+	// (ADR-027).
+	replaced, last := int64(0), revs[len(revs)-1]
 	check := func(what, out string, rev int64) {
 		t.Helper()
 		if !strings.Contains(out, fmt.Sprintf(" at revision %d (", rev)) {
@@ -200,8 +203,8 @@ func TestReplicationDocCommands(t *testing.T) {
 		if keys != wantAt[rev] {
 			t.Fatalf("restored %s:\n%s\nwant the original's keys at revision %d:\n%s", what, keys, rev, wantAt[rev])
 		}
-		if (replaced <= rev && got != rev) || (replaced > rev && got <= replaced) {
-			t.Fatalf("restored %s over a store at revision %d: revision %d", what, replaced, got)
+		if want := max(replaced, last) + mvcc.RevisionBump; got != want {
+			t.Fatalf("restored %s over a store at revision %d: revision %d, want %d", what, replaced, got, want)
 		}
 		replaced = got
 	}

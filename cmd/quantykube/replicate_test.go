@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
@@ -137,6 +138,45 @@ func TestReplicateLostMachine(t *testing.T) {
 		t.Fatal("no write was acknowledged before the RPO: the drill proved nothing")
 	}
 	t.Logf("%d writes sent, %d restored, %d acknowledged more than %s before the kill, %d of them lost", len(sent), len(got), old, rpo, lost)
+
+	// The revision moved a billion past the bucket's last, past every
+	// revision the lost store handed out, and marked compacted: a watcher
+	// of the lost store (at its newest acknowledged revision) is cancelled
+	// and relists; the next write goes on from the bump.
+	var newest, restored int64
+	for _, w := range sent {
+		newest = max(newest, w.rev)
+	}
+	for _, r := range got {
+		restored = max(restored, r)
+	}
+	if !strings.Contains(out.String(), "bumped    to revision") {
+		t.Errorf("restore --from's output says nothing of the bump:\n%s", out.String())
+	}
+	bumped := resp.Header.Revision
+	if bumped < restored+mvcc.RevisionBump || bumped <= newest || bumped > newest+mvcc.RevisionBump {
+		t.Fatalf("restored store at revision %d: want a billion past the bucket's last (restored keys up to %d, acknowledged up to %d)", bumped, restored, newest)
+	}
+	wch := rc.Watch(ctx, "/drill/", clientv3.WithPrefix(), clientv3.WithRev(newest))
+	select {
+	case wr := <-wch:
+		if !wr.Canceled || wr.CompactRevision != bumped {
+			t.Errorf("watch from revision %d, acknowledged by the lost store: %+v, want it cancelled as compacted at %d", newest, wr, bumped)
+		}
+	case <-ctx.Done():
+		t.Fatal("watch from a lost revision: no answer")
+	}
+	if pr, err := rc.Put(ctx, "/drill/after", "x"); err != nil || pr.Header.Revision != bumped+1 {
+		t.Fatalf("write after the restore: %v, %v; want revision %d", pr, err, bumped+1)
+	}
+	var keepOut bytes.Buffer
+	kept := "sqlite://" + filepath.Join(t.TempDir(), "kept.db")
+	if err := (RestoreCommand{}).Run(ctx, []string{"--from", "file://" + bdir, "--keep-revision", "--endpoint", kept}, &keepOut, io.Discard); err != nil {
+		t.Fatalf("restore --from --keep-revision: %v", err)
+	}
+	if !strings.Contains(keepOut.String(), fmt.Sprintf("revision  %d\n", bumped-mvcc.RevisionBump)) || !strings.Contains(keepOut.String(), "kept (--keep-revision)") {
+		t.Errorf("restore --from --keep-revision, want revision %d kept:\n%s", bumped-mvcc.RevisionBump, keepOut.String())
+	}
 }
 
 // restore --from and replica refuse bad arguments before they touch a
@@ -155,6 +195,8 @@ func TestRestoreFromBadArguments(t *testing.T) {
 		{RestoreCommand{}, []string{"backup.db", "--revision", "5", "--endpoint", store}, "need --from"},
 		{RestoreCommand{}, []string{"--from", "ftp://x/y", "--endpoint", store}, "ftp"},
 		{RestoreCommand{}, []string{"--from", "file://" + dir, "--endpoint", "postgres://u@127.0.0.1:1/db"}, "not a SQLite store"},
+		{ServeCommand{}, []string{"--replicate", "file://" + dir, "--endpoint", "postgres://u@127.0.0.1:1/db", "--listen-address", "127.0.0.1:0"}, "serves SQLite (ADR-052)"},
+		{ServeCommand{}, []string{"--replicate", "file://" + dir, "--endpoint", "mysql://u@tcp(127.0.0.1:1)/db", "--listen-address", "127.0.0.1:0"}, "serves SQLite (ADR-052)"},
 		{ReplicaCommand{}, []string{"list", "file://" + dir}, "want 'ls URL'"},
 	} {
 		err := c.cmd.Run(t.Context(), c.args, io.Discard, io.Discard)

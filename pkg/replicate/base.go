@@ -119,6 +119,26 @@ func fileSHA256(file string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// baseTime is when l's base i holds the store as of: its last commit,
+// or, for a store with no commit yet (UnixMs 0 in its name), the first
+// commit after it, or now when none followed. Counted from 1970, such a
+// base (the first base of a new store) would be due again at every
+// restart and pruned by age at once, with every segment before the next
+// base: the history since the store's first commit could no longer be
+// restored.
+func baseTime(l Listing, i int, now time.Time) time.Time {
+	b := l.Bases[i]
+	if b.UnixMs != 0 {
+		return time.UnixMilli(b.UnixMs)
+	}
+	for _, s := range l.Segments {
+		if s.First <= b.Rev+1 && s.Last > b.Rev {
+			return time.UnixMilli(s.T0)
+		}
+	}
+	return now
+}
+
 // prune removes bases beyond the newest RetainBases or older than
 // RetainAge (the newest always stays), then the segments that end at or
 // before the oldest base kept: no restore from a kept base needs them.
@@ -131,7 +151,7 @@ func (r *Replicator) prune(ctx context.Context) error {
 	if n := len(l.Bases); n > r.cfg.RetainBases {
 		keep = n - r.cfg.RetainBases
 	}
-	for keep < len(l.Bases)-1 && r.cfg.RetainAge > 0 && time.Since(time.UnixMilli(l.Bases[keep].UnixMs)) > r.cfg.RetainAge {
+	for keep < len(l.Bases)-1 && r.cfg.RetainAge > 0 && time.Since(baseTime(l, keep, time.Now())) > r.cfg.RetainAge {
 		keep++
 	}
 	if len(l.Bases) == 0 {

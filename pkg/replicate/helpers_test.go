@@ -185,3 +185,27 @@ func reader(t *testing.T, path string) *mvcc.Reader {
 	t.Cleanup(func() { r.Close() })
 	return r
 }
+
+// waitBaseDue waits, once retention's floor has passed shipped+1 while the
+// bucket is away, until the replicator has decided on a fresh base, and
+// returns the revision of the write that made it see the floor. A batch
+// it read before the floor rose holds every row and may still be on its
+// way, a segment with no gap: one more write, read while the bucket is
+// still away, makes it see the floor.
+func waitBaseDue(t *testing.T, c *clientv3.Client, r *replicate.Replicator, shipped int64) int64 {
+	t.Helper()
+	resp, err := c.Put(t.Context(), "/k/after-floor", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := resp.Header.Revision
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st := r.Status()
+		if st.BaseDue {
+			return last
+		}
+		if st.StoreRev >= last || time.Now().After(deadline) {
+			t.Fatalf("replicator read revision %d (floor past %d at %d) and takes no fresh base", st.StoreRev, shipped+1, last)
+		}
+	}
+}

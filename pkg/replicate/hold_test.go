@@ -2,6 +2,7 @@ package replicate_test
 
 import (
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -149,6 +150,112 @@ func TestReplicateHoldsRetention(t *testing.T) {
 		t.Fatalf("retention passed the hold after %s, before the 200ms bound", held)
 	}
 	back()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l, err := replicate.List(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Bases) == 2 && l.Bases[1].Rev > shipped+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bases %+v, want a fresh one past %d once the hold went", l.Bases, shipped+1)
+		}
+	}
+}
+
+// The hold's bound in bytes: while the bucket is away the hold keeps
+// retention at the first revision not shipped until the store's files
+// have grown by Config.HoldBytes, then lets retention prune, and the
+// bucket's return brings a fresh base. The time bound (an hour) plays no
+// part.
+func TestReplicateHoldBytes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	var rep atomic.Pointer[replicate.Replicator]
+	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + path,
+		RetainBytes: 4 << 10, PruneInterval: 10 * time.Millisecond,
+		RetentionHold: func() int64 {
+			if r := rep.Load(); r != nil {
+				return r.Hold()
+			}
+			return 0
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	db, err := sqlite.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const holdBytes = 1 << 20
+	r, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, path), Store: st, Interval: 10 * time.Millisecond,
+		Hold: time.Hour, HoldBytes: holdBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Store(r)
+	defer r.Close()
+	rng := rand.New(rand.NewPCG(23, 24))
+	revs := workload(t, c, rng, 10)
+	waitShipped(t, r, revs[len(revs)-1])
+	shipped := r.Status().Shipped
+	if err := os.Rename(bdir, bdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		var n int64
+		for _, p := range []string{path, path + "-wal"} {
+			if fi, err := os.Stat(p); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
+	// Values of 4 KiB: the 4 KiB retention budget would prune past the
+	// hold at once, and the files grow by about 4 KiB a write.
+	value := string(make([]byte, 4<<10))
+	for deadline := time.Now().Add(20 * time.Second); r.Status().Behind.IsZero(); time.Sleep(5 * time.Millisecond) {
+		if _, err := c.Put(t.Context(), "/big/first", value); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replicator never saw a revision it could not ship")
+		}
+	}
+	from := size()
+	for i := 0; retentionFloor(t, db) <= shipped+1; i++ {
+		if i == 2000 {
+			t.Fatalf("retention's floor still at or below %d after 2,000 writes of 4 KiB, the files grown by %d bytes", shipped+1, size()-from)
+		}
+		if _, err := c.Put(t.Context(), fmt.Sprintf("/big/%d", i%50), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The replicator measured from when it first saw the backlog, a few
+	// writes before from: half the bound leaves room for them.
+	if grown := size() - from; grown < holdBytes/2 {
+		t.Fatalf("retention passed the hold with the files grown by %d bytes, under half the %d bound", grown, holdBytes)
+	}
+	waitBaseDue(t, c, r, shipped)
+	if err := os.Remove(bdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bdir+".away", bdir); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		l, err := replicate.List(t.Context(), st)
 		if err != nil {

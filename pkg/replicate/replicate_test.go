@@ -280,23 +280,7 @@ func TestReplicateBacklogPastRetention(t *testing.T) {
 			t.Fatalf("retention's floor %d still at or below %d after 10,000 writes", floor, shipped+1)
 		}
 	}
-	// A batch the replicator read before the floor rose holds every row
-	// and may still be on its way, a segment with no gap. One more write,
-	// read while the bucket is still away, makes it see the floor.
-	resp, err := c.Put(t.Context(), "/k/after-floor", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := resp.Header.Revision
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		st := r.Status()
-		if st.BaseDue {
-			break
-		}
-		if st.StoreRev >= last || time.Now().After(deadline) {
-			t.Fatalf("replicator read revision %d (floor past %d at %d) and takes no fresh base", st.StoreRev, shipped+1, last)
-		}
-	}
+	last := waitBaseDue(t, c, r, shipped)
 	if err := os.Remove(bdir); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,10 @@ const (
 	// the bucket cannot be reached: at k3s's write rates, an hour of
 	// history is tens of MB of disk.
 	DefaultHold = time.Hour
+	// DefaultHoldBytes bounds how much the store's files may grow while
+	// the hold keeps history not yet shipped: an outage at a high write
+	// rate fills no disk.
+	DefaultHoldBytes = 1 << 30
 )
 
 // Config says what to replicate where.
@@ -47,9 +51,12 @@ type Config struct {
 	RetainAge    time.Duration
 	SegmentBytes int
 	// Hold bounds how long Hold keeps retention from the revisions not
-	// shipped (0: DefaultHold; negative: not at all).
-	Hold   time.Duration
-	Logger *slog.Logger
+	// shipped (0: DefaultHold; negative: not at all), and HoldBytes how
+	// much the store's database and WAL files may grow meanwhile (0:
+	// DefaultHoldBytes; negative: no bound in bytes).
+	Hold      time.Duration
+	HoldBytes int64
+	Logger    *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -67,6 +74,9 @@ func (c *Config) defaults() {
 	}
 	if c.Hold == 0 {
 		c.Hold = DefaultHold
+	}
+	if c.HoldBytes == 0 {
+		c.HoldBytes = DefaultHoldBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -100,6 +110,10 @@ type Replicator struct {
 	st       Status
 	lastBase time.Time
 	needBase bool
+	// The store's size when the oldest revision not shipped was first
+	// seen (Status.Behind), and whether the hold went past HoldBytes.
+	behindSize int64
+	overBytes  bool
 }
 
 // Start checks the bucket against the store (one lineage; the bucket not
@@ -128,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 	if r.db, err = sqlite.OpenReadOnly(cfg.Dialect.Path); err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	shipped, baseAt, ok := resumePoint(l)
+	shipped, baseAt, ok := resumePoint(l, time.Now())
 	if ok {
 		var rev int64
 		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
@@ -151,8 +165,9 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 }
 
 // resumePoint is the last revision of the chain from the newest base,
-// and that base's time; ok is false without a base.
-func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
+// and that base's time (baseTime), from which the next scheduled base is
+// counted; ok is false without a base.
+func resumePoint(l Listing, now time.Time) (shipped int64, baseAt time.Time, ok bool) {
 	if len(l.Bases) == 0 {
 		return 0, time.Time{}, false
 	}
@@ -163,7 +178,7 @@ func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
 			shipped = s.Last
 		}
 	}
-	return shipped, time.UnixMilli(b.UnixMs), true
+	return shipped, baseTime(l, len(l.Bases)-1, now), true
 }
 
 // Close stops shipping, after one last segment (within FlushTimeout) of
@@ -243,15 +258,48 @@ func (r *Replicator) Status() Status {
 // Hold is the revision from which the store's retention must keep every
 // row (mvcc.Options.Hold): the first not shipped, so that a bucket out of
 // reach for longer than the shortest retention rule leaves no gap. Past
-// Config.Hold of waiting it is 0 (no hold): retention prunes as it would,
-// the replicator finds the gap and takes a fresh base. Also 0 while a
-// fresh base is due: the chain restarts from it.
+// Config.Hold of waiting, or once the store's files have grown by
+// Config.HoldBytes since, it is 0 (no hold): retention prunes as it
+// would, the replicator finds the gap and takes a fresh base. Also 0
+// while a fresh base is due: the chain restarts from it.
 func (r *Replicator) Hold() int64 {
-	st := r.Status()
+	r.mu.Lock()
+	st := r.st
+	st.BaseDue = r.needBase
+	since, over := r.behindSize, r.overBytes
+	r.mu.Unlock()
 	if st.BaseDue || r.cfg.Hold < 0 || !st.Behind.IsZero() && time.Since(st.Behind) >= r.cfg.Hold {
 		return 0
 	}
+	if !st.Behind.IsZero() && r.cfg.HoldBytes > 0 {
+		if over {
+			return 0
+		}
+		if grown := storeSize(r.cfg.Dialect.Path) - since; grown > r.cfg.HoldBytes {
+			r.mu.Lock()
+			first := !r.overBytes && r.st.Behind.Equal(st.Behind)
+			r.overBytes = r.overBytes || first
+			r.mu.Unlock()
+			if first {
+				r.cfg.Logger.Error("replicate: the history not shipped grew the store past --replicate-hold-bytes; retention prunes it now, and a fresh base follows: the replica will have a gap before it",
+					"grown_bytes", grown, "hold_bytes", r.cfg.HoldBytes, "shipped", st.Shipped, "behind_since", st.Behind)
+			}
+			return 0
+		}
+	}
 	return st.Shipped + 1
+}
+
+// storeSize is the bytes of the SQLite database at path and its WAL, what
+// a hold makes grow; 0 for what cannot be read.
+func storeSize(path string) int64 {
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // Lineage is the lineage id the store and its bucket share.
@@ -336,6 +384,7 @@ func (r *Replicator) segment(ctx context.Context) error {
 	r.st.StoreRev = b.rev
 	if b.rev > shipped && r.st.Behind.IsZero() {
 		r.st.Behind = time.Now()
+		r.behindSize, r.overBytes = storeSize(r.cfg.Dialect.Path), false
 	}
 	r.needBase = r.needBase || gap
 	r.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
+	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 )
 
@@ -20,6 +21,14 @@ import (
 type Target struct {
 	Rev int64
 	At  time.Time
+	// Bump moves the restored revision a billion (mvcc.RevisionBump) past
+	// the bucket's last revision and marks it compacted, as etcdutl's
+	// snapshot restore --bump-revision --mark-compacted: the replicated
+	// store handed out revisions up to the RPO past that one, which its
+	// clients (kube-apiserver's watch cache, informers) hold, so that none
+	// names two states and every watch is cancelled and relists (ADR-027).
+	// Objects keep their revisions, and History its rows.
+	Bump bool
 }
 
 // RestoreInfo describes a restore.
@@ -73,12 +82,28 @@ func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target
 	if err := replay(ctx, st, l.Lineage, tmpName, plan, &info); err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
-	bi, err := d.Restore(ctx, tmpName, force)
+	o := sqlite.RestoreOptions{Replace: force}
+	if t.Bump {
+		o.HandedOut = max(lastRev(l), info.Target)
+	}
+	bi, err := d.RestoreWith(ctx, tmpName, o)
 	info.BackupInfo = bi
 	if err != nil {
 		return info, err
 	}
 	return info, nil
+}
+
+// lastRev is the newest revision the bucket holds, in a base or a segment.
+func lastRev(l Listing) int64 {
+	var rev int64
+	for _, b := range l.Bases {
+		rev = max(rev, b.Rev)
+	}
+	for _, s := range l.Segments {
+		rev = max(rev, s.Last)
+	}
+	return rev
 }
 
 func dirOf(path string) string {
@@ -206,6 +231,7 @@ const (
 	raiseMetaSQL      = `UPDATE meta SET value = ? WHERE name = ? AND value < ?`
 	deleteLeasesSQL   = `DELETE FROM leases`
 	insertLeaseSQL    = `INSERT INTO leases (id, ttl) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`
+	unseenLeasesSQL   = `INSERT INTO leases (id, ttl) SELECT DISTINCT lease, ? FROM current WHERE lease != 0 AND lease NOT IN (SELECT id FROM leases)`
 	checkpointSQL     = `PRAGMA wal_checkpoint(TRUNCATE)`
 	readBaseLineageOK = `SELECT 1 FROM meta WHERE name = 'rev'`
 )
@@ -275,6 +301,14 @@ func replay(ctx context.Context, st objstore.Store, lineage, file string, p plan
 	if last != nil {
 		if err := setLeases(ctx, tx, prevLeases, last.Leases, info.Segments == 1); err != nil {
 			return err
+		}
+		// A lease granted and revoked between two of the replicator's
+		// reads is in no segment's table, yet its keys are live at a
+		// target between their put and the revoke's deletes. It is given
+		// back with the shortest TTL: its keys go soon after the restored
+		// server starts, as they went soon after the target.
+		if _, err := tx.ExecContext(ctx, unseenLeasesSQL, mvcc.MinLeaseTTL); err != nil {
+			return fmt.Errorf("give back the leases of live keys: %w", err)
 		}
 		for _, m := range []struct {
 			name string
@@ -363,8 +397,9 @@ func (s *replayStmts) apply(ctx context.Context, r Row) error {
 // setLeases makes the leases table the union of the leases at the end of
 // the last segment replayed and of the one before it: a segment says its
 // leases at its end only, so a lease revoked inside it after the target
-// (its keys live at the target) comes from the one before. A lease granted
-// after the target holds no key and expires. After one segment, the one
+// (its keys live at the target) comes from the one before; one granted
+// inside it too is in neither, and restore gives it back (unseenLeasesSQL).
+// A lease granted after the target holds no key and expires. After one segment, the one
 // before is the base's leases table, which stays.
 func setLeases(ctx context.Context, tx *sql.Tx, a, b []Lease, keepBase bool) error {
 	if !keepBase {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/quantyroot/quantykube/pkg/mvcc"
 	"github.com/quantyroot/quantykube/pkg/replicate"
 )
@@ -203,5 +205,68 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	_, err = replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, fromFile), Store: st})
 	if err == nil || !strings.Contains(err.Error(), "lineage") {
 		t.Fatalf("a store restored from a file replicated to its old bucket: %v", err)
+	}
+}
+
+// A lease granted and revoked between two of the replicator's reads is in
+// no segment's leases table; a restore between its keys' put and the
+// revoke still has the lease, with the shortest TTL, so its keys go as
+// they went on the original rather than live forever.
+func TestRestoreLeaseInsideOneSegment(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	st := bucket(t, filepath.Join(dir, "bucket"))
+	_, c := serve(t, path)
+	if _, err := c.Put(t.Context(), "/before", "x"); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplicator(t, path, st)
+	waitShipped(t, r, 2)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// While no replicator reads: the lease lives and goes.
+	l, err := c.Grant(t.Context(), 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := c.Put(t.Context(), "/leased", "y", clientv3.WithLease(l.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revoke(t.Context(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Put(t.Context(), "/after", "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = startReplicator(t, path, st)
+	waitShipped(t, r, after.Header.Revision)
+	r.Close()
+
+	rc, info := restored(t, st, replicate.Target{Rev: put.Header.Revision})
+	if info.Target != put.Header.Revision {
+		t.Fatalf("restored revision %d, want %d", info.Target, put.Header.Revision)
+	}
+	g, err := rc.Get(t.Context(), "/leased")
+	if err != nil || len(g.Kvs) != 1 || clientv3.LeaseID(g.Kvs[0].Lease) != l.ID {
+		t.Fatalf("restored /leased: %+v, %v; want it with lease %x", g, err, l.ID)
+	}
+	ttl, err := rc.TimeToLive(t.Context(), l.ID)
+	if err != nil || ttl.TTL <= 0 || ttl.GrantedTTL != mvcc.MinLeaseTTL {
+		t.Fatalf("restored lease %x: %+v, %v; want it granted for %d s", l.ID, ttl, err, mvcc.MinLeaseTTL)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		g, err := rc.Get(t.Context(), "/leased")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Kvs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/leased still there 20 s after the restored store started: its lease never expires")
+		}
 	}
 }

@@ -20,7 +20,10 @@
 //   - the disk filling up under SQLite (a small tmpfs): writes fail with a
 //     clear error, reads go on, the database stays whole, and writing
 //     resumes once space returns;
-//   - PostgreSQL connections reset mid-batch by a TCP proxy (toxiproxy).
+//   - PostgreSQL connections reset mid-batch by a TCP proxy (toxiproxy);
+//   - replication to object storage (TestReplicationDrill): the machine
+//     lost under load and restored from the bucket, and power cuts while
+//     replicating, with synchronous=NORMAL as the negative control.
 //
 // It prints one table (scenario, rounds, operations checked, acknowledged
 // writes lost, violations), also written to $QUANTY_CHAOS_REPORT when set.

@@ -15,14 +15,18 @@ import (
 
 	msqlite "modernc.org/sqlite"
 
+	"github.com/quantyroot/quantykube/pkg/drivers/sqlite"
 	"github.com/quantyroot/quantykube/pkg/endpoint"
+	"github.com/quantyroot/quantykube/pkg/replicate"
+	"github.com/quantyroot/quantykube/pkg/replicate/objstore"
 	"github.com/quantyroot/quantykube/test/framework"
 )
 
 // weakSyncEnv makes this test binary, started with it set, serve as a
 // QuantyKube whose SQLite commits with synchronous=NORMAL: in WAL mode, a
 // commit is not synced, so a power cut loses acknowledged writes. It is
-// the power-cut test's negative control. Only the test binary reads it:
+// the power-cut tests' negative control (with --replicate, the replication
+// drill's: replicateWeak). Only the test binary reads it:
 // quantykube itself has no way to weaken its durability.
 const weakSyncEnv = "QUANTY_CHAOS_WEAK_SYNC_SERVER"
 
@@ -44,6 +48,8 @@ func serveWeak(args []string) int {
 	listen := fs.String("listen-address", "", "")
 	ep := fs.String("endpoint", "", "")
 	progress := fs.Duration("watch-progress-notify-interval", 0, "")
+	repURL := fs.String("replicate", "", "")
+	repInterval := fs.Duration("replicate-interval", 0, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -59,6 +65,15 @@ func serveWeak(args []string) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "weak server (synchronous=NORMAL) serving %s\n", srv.ClientURL())
+	if *repURL != "" {
+		rep, err := replicateWeak(*ep, *repURL, *repInterval)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "weak server: %v\n", err)
+			srv.Close()
+			return 1
+		}
+		defer rep.Close()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
@@ -67,4 +82,25 @@ func serveWeak(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// replicateWeak ships the weak server's store as `serve --replicate`
+// does: the replication drill's negative control, where a commit is
+// visible to the replicator before it is durable.
+func replicateWeak(ep, url string, interval time.Duration) (*replicate.Replicator, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	md, err := endpoint.NewDialect(endpoint.Config{Endpoint: ep})
+	if err != nil {
+		return nil, err
+	}
+	d, ok := md.(*sqlite.Dialect)
+	if !ok {
+		return nil, fmt.Errorf("--replicate: %s is not a SQLite store", ep)
+	}
+	st, err := objstore.Open(ctx, url, objstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return replicate.Start(ctx, replicate.Config{Dialect: d, Store: st, Interval: interval})
 }

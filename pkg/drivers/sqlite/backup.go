@@ -24,8 +24,10 @@ type BackupInfo struct {
 	Bytes int64
 	// A restore over a store at a higher revision than the backup's moved
 	// the restored revision from Rev to Bumped, past the replaced store's
-	// ReplacedRev, and marked it compacted (ADR-027). ReplacedErr says why
-	// the replaced store's revision could not be read (nothing bumped).
+	// ReplacedRev, and marked it compacted (ADR-027); a restore told what
+	// the copy's original handed out (RestoreOptions.HandedOut) moved it
+	// past that too. ReplacedErr says why the replaced store's revision
+	// could not be read.
 	ReplacedRev, Bumped int64
 	ReplacedErr         error
 }
@@ -110,6 +112,26 @@ func (d *Dialect) Verify(ctx context.Context, file string) (BackupInfo, error) {
 // the database, so no revision names two states and every watch is
 // cancelled (ADR-027).
 func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (BackupInfo, error) {
+	return d.RestoreWith(ctx, file, RestoreOptions{Replace: replace})
+}
+
+// RestoreOptions says how RestoreWith puts a copy in place.
+type RestoreOptions struct {
+	// Replace lets the restore replace an existing database.
+	Replace bool
+	// HandedOut, when set, is the highest revision the copy's original is
+	// known to have handed out, where the original is lost and may have
+	// handed out more (a store restored from its replica: the bucket's
+	// last revision is up to the RPO behind what it acknowledged). The
+	// restored revision is moved RevisionBump past it, and past a
+	// replaced store's, and marked compacted, even when HandedOut is the
+	// copy's own revision.
+	HandedOut int64
+}
+
+// RestoreWith is Restore with options.
+func (d *Dialect) RestoreWith(ctx context.Context, file string, o RestoreOptions) (BackupInfo, error) {
+	replace := o.Replace
 	info, err := d.Verify(ctx, file)
 	if err != nil {
 		return info, fmt.Errorf("restore: %w", err)
@@ -143,8 +165,8 @@ func (d *Dialect) Restore(ctx context.Context, file string, replace bool) (Backu
 	if err := vacuumInto(ctx, file, tmp); err != nil {
 		return info, fmt.Errorf("restore: copy %s: %w", file, err)
 	}
-	if info.ReplacedRev > info.Rev {
-		info.Bumped = info.ReplacedRev + mvcc.RevisionBump
+	if past := max(info.ReplacedRev, o.HandedOut); info.ReplacedRev > info.Rev || o.HandedOut > 0 {
+		info.Bumped = max(past, info.Rev) + mvcc.RevisionBump
 	}
 	if err := d.reset(ctx, tmp, info.Bumped); err != nil {
 		os.Remove(tmp)

@@ -159,6 +159,9 @@ func openS3(ctx context.Context, u *url.URL, caFile string) (Store, error) {
 	if err != nil {
 		return nil, bad("AWS configuration: %v", err)
 	}
+	if src := webIdentity(); src != "" {
+		cfg.Credentials = namedCredentials{CredentialsProvider: cfg.Credentials, source: src}
+	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -195,6 +198,39 @@ func credentialsConfigured() bool {
 		}
 	}
 	return false
+}
+
+// webIdentity names the web identity the SDK assumes a role with (IRSA:
+// AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, which EKS injects), or is
+// "" when the SDK takes its credentials elsewhere: from keys in the
+// environment or a profile named, which come first in its chain.
+func webIdentity() string {
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"} {
+		if os.Getenv(v) != "" {
+			return ""
+		}
+	}
+	f := os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE")
+	if f == "" {
+		return ""
+	}
+	return fmt.Sprintf("web identity (AWS_ROLE_ARN=%s, AWS_WEB_IDENTITY_TOKEN_FILE=%s)", os.Getenv("AWS_ROLE_ARN"), f)
+}
+
+// namedCredentials names its source in the error of a failed retrieval:
+// the SDK's error names the STS call, not the role or the token's file an
+// operator has to check. Neither the SDK nor STS puts the token in it.
+type namedCredentials struct {
+	aws.CredentialsProvider
+	source string
+}
+
+func (c namedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	creds, err := c.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return creds, fmt.Errorf("credentials from %s: %w", c.source, err)
+	}
+	return creds, nil
 }
 
 func (s *s3Store) String() string { return s.desc }

@@ -6,6 +6,8 @@ package objstoretest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +19,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // WeedEnv names the variable holding the path of SeaweedFS's weed binary,
@@ -38,6 +43,10 @@ type Server struct {
 	dir   string
 	ports [4]int // master, volume, filer, s3: each also +10000 for gRPC
 	log   *os.File
+
+	// iamConfig is the path of SeaweedFS's advanced IAM configuration
+	// (STS, OIDC providers, roles), or "": see StartIAM.
+	iamConfig string
 
 	mu         sync.Mutex
 	cmd        *exec.Cmd
@@ -74,12 +83,34 @@ func Weed(t testing.TB) string {
 // makes Bucket; the server stops when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, "")
+}
+
+// StartIAM starts SeaweedFS as Start does, but with the advanced IAM
+// configuration iamConfig (JSON: "sts", "providers", "policies", "roles";
+// weed/s3api's loadIAMManagerFromConfig reads it), which also serves STS
+// (AssumeRoleWithWebIdentity) on the S3 port. Anonymous requests are
+// refused: only AccessKey and the sessions STS issues are let in.
+func StartIAM(t testing.TB, iamConfig string) *Server {
+	t.Helper()
+	return start(t, iamConfig)
+}
+
+func start(t testing.TB, iamConfig string) *Server {
+	t.Helper()
 	s := &Server{t: t, bin: Weed(t), dir: t.TempDir()}
 	s.ports = freePorts(t)
-	cfg := fmt.Sprintf(`{"identities": [
-  {"name": "anonymous", "actions": ["Read", "Write", "List", "Tagging"]},
+	anonymous := `{"name": "anonymous", "actions": ["Read", "Write", "List", "Tagging"]},`
+	if iamConfig != "" {
+		anonymous = ""
+		s.iamConfig = filepath.Join(s.dir, "iam.json")
+		if err := os.WriteFile(s.iamConfig, []byte(iamConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf(`{"identities": [%s
   {"name": "quanty", "credentials": [{"accessKey": %q, "secretKey": %q}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
-]}`, AccessKey, SecretKey)
+]}`, anonymous, AccessKey, SecretKey)
 	if err := os.WriteFile(filepath.Join(s.dir, "s3.json"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +205,18 @@ func (s *Server) Restart() {
 		s.t.Fatal("objstoretest: Restart of a running server")
 	}
 	p := s.ports
-	cmd := exec.Command(s.bin, "server",
-		"-dir="+s.dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+	args := []string{"server",
+		"-dir=" + s.dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		fmt.Sprintf("-master.port=%d", p[0]), fmt.Sprintf("-volume.port=%d", p[1]),
 		fmt.Sprintf("-filer.port=%d", p[2]), fmt.Sprintf("-s3.port=%d", p[3]),
-		"-filer", "-s3", "-s3.config="+filepath.Join(s.dir, "s3.json"),
-		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.localSocket="+filepath.Join(s.dir, "s3.sock"),
+		"-filer", "-s3", "-s3.config=" + filepath.Join(s.dir, "s3.json"),
+		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.localSocket=" + filepath.Join(s.dir, "s3.sock"),
 		"-master.telemetry=false", "-master.volumeSizeLimitMB=256", "-volume.max=16",
-	)
+	}
+	if s.iamConfig != "" {
+		args = append(args, "-s3.iam.config="+s.iamConfig)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("objstoretest: start %s: %v", s.bin, err)
@@ -237,24 +272,34 @@ func (s *Server) makeBucket() {
 	s.t.Fatalf("objstoretest: could not make bucket %s: %s", Bucket, last)
 }
 
-// probe writes and deletes an object anonymously.
+// probe writes and deletes an object: anonymously, or signed with
+// AccessKey where anonymous requests are refused (StartIAM).
 func (s *Server) probe() bool {
 	u := s.Endpoint() + "/" + Bucket + "/objstoretest-probe"
-	req, _ := http.NewRequest(http.MethodPut, u, bytes.NewReader([]byte("probe")))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
+	for _, m := range []struct {
+		method string
+		body   []byte
+	}{{http.MethodPut, []byte("probe")}, {http.MethodDelete, nil}} {
+		req, _ := http.NewRequest(m.method, u, bytes.NewReader(m.body))
+		if s.iamConfig != "" {
+			sum := sha256.Sum256(m.body)
+			hash := hex.EncodeToString(sum[:])
+			req.Header.Set("X-Amz-Content-Sha256", hash)
+			creds := aws.Credentials{AccessKeyID: AccessKey, SecretAccessKey: SecretKey}
+			if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
+				return false
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return false
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false
-	}
-	req, _ = http.NewRequest(http.MethodDelete, u, nil)
-	if resp, err = http.DefaultClient.Do(req); err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode/100 == 2
+	return true
 }
 
 // SetCredentials points the AWS SDK's credential chain at the server's
