@@ -44,9 +44,10 @@
 // lost-machine drill under kube-apiserver: QuantyKube with --replicate
 // killed under ConfigMap writes, its data directory deleted, `quantykube
 // restore --from` and QuantyKube started again on the same address; the
-// restored store is held against the writer's log, and what kube-apiserver
-// and its watching clients do across the revision going back is held
-// against docs/backup.md.
+// restored store is held against the writer's log, and what the same
+// kube-apiserver and its watching clients do across the revision bump
+// (relist, 410 Gone, no resourceVersion reused) is held against
+// docs/backup.md.
 //
 // TestImage (image_test.go) builds the image make image builds, loads it
 // into Debian's podman and runs it with runc (image.go): kube-apiserver

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/quantyroot/quantykube/proto/historypb"
 )
 
 // drillWrite is one write the drill's writer sent through kube-apiserver:
@@ -131,51 +133,50 @@ func storeConfigMap(value []byte) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-// storeHistory replays, straight from QuantyKube's etcd API, every change
-// under prefix in revisions (from, to], and checks each against the
-// ledger: a put holds a value the writer sent for that object, at the
-// revision it was acknowledged at if it was. It returns the revisions of
-// the puts by value. The replay ends at a progress notification at or past
-// to, which promises that every event up to it was sent.
+// storeHistory reads, through QuantyKube's History API, every change
+// under prefix in revisions (from, to], oldest first, and checks each
+// against the ledger: a put holds a value the writer sent for that object,
+// at the revision it was acknowledged at if it was. It returns the
+// revisions of the puts by value. History, not an etcd watch: restore
+// --from marks the store compacted below its bumped revision, so the etcd
+// API refuses revisions before it, and History keeps its rows.
 func storeHistory(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix string, from, to int64, l *ledger) map[string]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	hc := historypb.NewHistoryClient(cli.ActiveConnection())
+	req := &historypb.Request{Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)), Revision: from + 1, EndRevision: to, Limit: 1000}
 	seen := map[string]int64{}
-	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithCreatedNotify())
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			t.Fatalf("replay of %s from revision %d: %v", prefix, from+1, err)
+	for {
+		resp, err := hc.Log(ctx, req)
+		if err != nil {
+			t.Fatalf("history of %s from revision %d: %v", prefix, req.Revision, err)
 		}
-		if resp.IsProgressNotify() && resp.Header.Revision >= to {
-			return seen
-		}
-		for _, ev := range resp.Events {
-			if ev.Kv.ModRevision > to {
+		for _, e := range resp.Entries {
+			if e.Revision > to {
 				return seen
 			}
-			if ev.Type != clientv3.EventTypePut {
-				t.Errorf("revision %d deletes %s: the writer deleted nothing", ev.Kv.ModRevision, ev.Kv.Key)
+			if e.Deleted != 0 {
+				t.Errorf("revision %d deletes %s: the writer deleted nothing", e.Revision, e.Kv.GetKey())
 				continue
 			}
-			cm, err := storeConfigMap(ev.Kv.Value)
+			cm, err := storeConfigMap(e.Kv.GetValue())
 			if err != nil {
-				t.Errorf("revision %d: %s: %v", ev.Kv.ModRevision, ev.Kv.Key, err)
+				t.Errorf("revision %d: %s: %v", e.Revision, e.Kv.GetKey(), err)
 				continue
 			}
 			w := l.lookup(cm.Data["v"])
 			switch {
 			case w == nil || w.name != cm.Name:
-				t.Errorf("revision %d: %s holds %q, which the writer never sent: invented", ev.Kv.ModRevision, ev.Kv.Key, cm.Data["v"])
-			case w.rv != 0 && w.rv != ev.Kv.ModRevision:
-				t.Errorf("revision %d: %s holds %q, acknowledged at resourceVersion %d", ev.Kv.ModRevision, ev.Kv.Key, w.value, w.rv)
+				t.Errorf("revision %d: %s holds %q, which the writer never sent: invented", e.Revision, e.Kv.GetKey(), cm.Data["v"])
+			case w.rv != 0 && w.rv != e.Revision:
+				t.Errorf("revision %d: %s holds %q, acknowledged at resourceVersion %d", e.Revision, e.Kv.GetKey(), w.value, w.rv)
 			}
-			seen[cm.Data["v"]] = ev.Kv.ModRevision
+			seen[cm.Data["v"]] = e.Revision
 		}
-		if err := cli.RequestProgress(ctx); err != nil {
-			t.Fatalf("replay of %s: progress request: %v", prefix, err)
+		if resp.Continue == "" {
+			return seen
 		}
+		req.Continue = resp.Continue
 	}
-	t.Fatalf("replay of %s ended before revision %d: %v", prefix, to, ctx.Err())
-	return nil
 }
