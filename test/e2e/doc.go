@@ -40,6 +40,15 @@
 // PostgreSQL, MySQL and SQLite again; `quantykube backup` and `restore`)
 // and start it again on what they made.
 //
+// TestLostMachineUnderAPIServer (replicate_test.go) is issue 54's
+// lost-machine drill under kube-apiserver: QuantyKube with --replicate
+// killed under ConfigMap writes, its data directory deleted, `quantykube
+// restore --from` and QuantyKube started again on the same address; the
+// restored store is held against the writer's log, and what the same
+// kube-apiserver and its watching clients do across the revision bump
+// (relist, 410 Gone, no resourceVersion reused) is held against
+// docs/backup.md.
+//
 // TestImage (image_test.go) builds the image make image builds, loads it
 // into Debian's podman and runs it with runc (image.go): kube-apiserver
 // runs on the host against the container (Options.EtcdServers), and the
