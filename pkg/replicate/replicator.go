@@ -259,6 +259,9 @@ func (r *Replicator) Lineage() string { return r.lineage }
 
 func (r *Replicator) run(ctx context.Context) {
 	defer close(r.done)
+	gauged := make(chan struct{})
+	go func() { defer close(gauged); r.gaugeLag(ctx) }()
+	defer func() { <-gauged }()
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -267,6 +270,32 @@ func (r *Replicator) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// gaugeLag sets the lag gauges every interval (at most every second)
+// until ctx ends, besides each step's end: a PUT to a slow or silent
+// object store can take minutes, and meanwhile the gauges a step sets
+// when it ends would show the lag from before it, 0 under steady load.
+func (r *Replicator) gaugeLag(ctx context.Context) {
+	t := time.NewTicker(min(r.cfg.Interval, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := r.Status()
+		lag := 0.0
+		if !st.Behind.IsZero() {
+			lag = time.Since(st.Behind).Seconds()
+		}
+		metrics.ReplicateLagSeconds.Set(lag)
+		var rev int64
+		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err == nil {
+			metrics.ReplicateLagRevisions.Set(float64(max(0, rev-st.Shipped)))
 		}
 	}
 }
