@@ -131,7 +131,7 @@ func (r *Replicator) prune(ctx context.Context) error {
 	if n := len(l.Bases); n > r.cfg.RetainBases {
 		keep = n - r.cfg.RetainBases
 	}
-	for keep < len(l.Bases)-1 && r.cfg.RetainAge > 0 && time.Since(time.UnixMilli(l.Bases[keep].UnixMs)) > r.cfg.RetainAge {
+	for keep < len(l.Bases)-1 && r.cfg.RetainAge > 0 && time.Since(baseTime(l, keep)) > r.cfg.RetainAge {
 		keep++
 	}
 	if len(l.Bases) == 0 {

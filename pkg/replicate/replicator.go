@@ -163,7 +163,24 @@ func resumePoint(l Listing) (shipped int64, baseAt time.Time, ok bool) {
 			shipped = s.Last
 		}
 	}
-	return shipped, time.UnixMilli(b.UnixMs), true
+	return shipped, baseTime(l, len(l.Bases)-1), true
+}
+
+// baseTime is when base i was taken, as near as its listing tells: the
+// time of its last commit, or for a base of a store with no commit yet
+// (its time 0, not 1970) the first commit after it, or now when none
+// followed it yet. Schedules and retention by age go by it.
+func baseTime(l Listing, i int) time.Time {
+	b := l.Bases[i]
+	if b.UnixMs != 0 {
+		return time.UnixMilli(b.UnixMs)
+	}
+	for _, s := range l.Segments {
+		if s.Last > b.Rev {
+			return time.UnixMilli(s.T0)
+		}
+	}
+	return time.Now()
 }
 
 // Close stops shipping, after one last segment (within FlushTimeout) of
