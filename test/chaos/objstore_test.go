@@ -31,8 +31,8 @@ import (
 // (SeaweedFS) behind a TCP proxy (toxiproxy), and takes the object store
 // away three ways in turn: the server stopped for 60 s and started again
 // on its data (QuantyKube itself restarted halfway: it must start without
-// it), every connection reset for 15 s, and every answer 2 s late on a
-// thin link for 20 s. Through each, writes go on at the latency
+// it), every connection reset for 8 s then every byte swallowed for 8 s,
+// and every answer 2 s late on a thin link for 20 s. Through each, writes go on at the latency
 // they had (printed), /readyz?verbose stays 200 and, when the replica
 // falls behind, warns; the lag metric rises. After each, the backlog
 // drains (lag under 2 s), the bucket's chain (`replica ls`) is one base
@@ -84,17 +84,24 @@ func TestObjectStoreFaults(t *testing.T) {
 		start  func()
 		end    func()
 		mid    func() // halfway through, when set
+		midIs  string // what mid does
 	}{
 		// Halfway, QuantyKube is restarted (SIGTERM): it must start and
 		// serve without its object store, and resume the chain after.
-		{"object store stopped", 60 * time.Second, true, weed.Stop, weed.Restart, func() { x.Restart(t) }},
-		{"connections reset", 15 * time.Second, true, func() {
+		{"object store stopped", 60 * time.Second, true, weed.Stop, weed.Restart, func() { x.Restart(t) }, "QuantyKube restarted"},
+		// Refused, then silent: halfway, the proxy stops resetting and
+		// swallows every byte instead (a PUT then waits on an answer that
+		// never comes, until the toxic goes and the proxy closes it).
+		{"connections reset, then black-holed", 16 * time.Second, true, func() {
 			addToxic(t, proxy, `{"name":"reset","type":"reset_peer","stream":"upstream","toxicity":1,"attributes":{"timeout":0}}`)
-		}, func() { removeToxics(t, proxy, "reset") }, nil},
+		}, func() { removeToxics(t, proxy, "hole") }, func() {
+			removeToxics(t, proxy, "reset")
+			addToxic(t, proxy, `{"name":"hole","type":"timeout","stream":"upstream","toxicity":1,"attributes":{"timeout":0}}`)
+		}, "resets replaced by a black hole"},
 		{"2 s answers, 16 KiB/s", 20 * time.Second, false, func() {
 			addToxic(t, proxy, `{"name":"late","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":2000,"jitter":0}}`)
 			addToxic(t, proxy, `{"name":"thin","type":"bandwidth","stream":"upstream","toxicity":1,"attributes":{"rate":16}}`)
-		}, func() { removeToxics(t, proxy, "late", "thin") }, nil},
+		}, func() { removeToxics(t, proxy, "late", "thin") }, nil, ""},
 	} {
 		p := phase{name: f.name, mustWarn: f.warn}
 		time.Sleep(3 * time.Second) // a stretch of normal writes before
@@ -110,7 +117,7 @@ func TestObjectStoreFaults(t *testing.T) {
 			f.mid()
 			lag2, warned2 := m.watch(ctx, f.length/2)
 			p.maxLag, p.warned = max(lag1, lag2), warned1 && warned2
-			p.restarted = true
+			p.mid = f.midIs
 		}
 		p.during[1] = rec.Now()
 		p.acked = rec.Acked() - ackedAt
@@ -122,8 +129,8 @@ func TestObjectStoreFaults(t *testing.T) {
 		p.drain = time.Since(drained)
 		p.rev, p.segments = checkReplica(ctx, t, x, direct, f.name)
 		phases = append(phases, p)
-		t.Logf("%s for %s (QuantyKube restarted halfway: %v): %d writes acknowledged meanwhile, lag up to %.1f s, readyz warned: %v; store back in %s, backlog drained in %s; restored revision %d equals the live store's (%d segments)",
-			f.name, f.length, p.restarted, p.acked, p.maxLag, p.warned, p.back.Round(time.Millisecond), p.drain.Round(time.Millisecond), p.rev, p.segments)
+		t.Logf("%s for %s (halfway: %q): %d writes acknowledged meanwhile, lag up to %.1f s, readyz warned: %v; store back in %s, backlog drained in %s; restored revision %d equals the live store's (%d segments)",
+			f.name, f.length, p.mid, p.acked, p.maxLag, p.warned, p.back.Round(time.Millisecond), p.drain.Round(time.Millisecond), p.rev, p.segments)
 	}
 
 	waitAcked(t, rec, "after the last fault")
@@ -174,7 +181,7 @@ type phase struct {
 	acked                int64
 	maxLag               float64
 	warned, mustWarn     bool
-	restarted            bool // QuantyKube restarted during the fault
+	mid                  string // what happened halfway through the fault
 	back, drain          time.Duration
 	rev                  int64
 	segments             int
