@@ -193,7 +193,9 @@ ci: proto-check dist-check test replicate-s3 conformance e2e chaos check-perf
 # The fault and abuse suites (test/chaos, built with the chaos tag; root for
 # FUSE and tmpfs): power cuts on lazyfs, kill -9, PostgreSQL stopped hard,
 # a full disk, PostgreSQL connections reset mid-batch, each checked for
-# linearizability, the watch guarantees and lost writes; etcd's own
+# linearizability, the watch guarantees and lost writes; replication to a
+# real S3 server (SeaweedFS, as make replicate-s3 finds or builds it)
+# stopped, failing and slow under write load; etcd's own
 # robustness suite (test/robustness) at twice its high traffic profile on
 # every database and on etcd, for ROBUSTNESS_DURATION a run; abuse figures
 # side by side with etcd; then every fuzz target for a while. Prints the
@@ -202,7 +204,8 @@ CHAOS_REPORT ?= $(CURDIR)/.cache/chaos/report.md
 ROBUSTNESS_DURATION ?= 3s
 chaos: testcheck
 	@mkdir -p $(dir $(CHAOS_REPORT)) && rm -f $(CHAOS_REPORT)
-	@cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) QUANTY_ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) $(TESTCHECK) -go $(GO) -- -tags chaos -count=1 -timeout 45m .; \
+	@QUANTY_WEED=$${QUANTY_WEED:-$$(bash scripts/seaweedfs.sh)} && export QUANTY_WEED && \
+	  cd test/chaos && QUANTY_CHAOS_REPORT=$(CHAOS_REPORT) QUANTY_ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) $(TESTCHECK) -go $(GO) -- -tags chaos -count=1 -timeout 45m .; \
 	  status=$$?; echo; cat $(CHAOS_REPORT) 2>/dev/null; exit $$status
 	$(MAKE) fuzz
 

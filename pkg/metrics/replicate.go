@@ -3,7 +3,8 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Replication to object storage (serve --replicate, pkg/replicate): set
-// by the replicator after each interval's work; zero without it.
+// by the replicator after each interval's work, the lag gauges also every
+// second while that work waits on the object store; zero without it.
 var (
 	ReplicateLagRevisions = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quantykube_replicate_lag_revisions",

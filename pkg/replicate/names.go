@@ -78,13 +78,21 @@ type Listing struct {
 	Segments []Segment
 }
 
+// listError is a listing the object store failed to give (down,
+// unreachable, refusing), as opposed to one that holds what is not a
+// replica: the first may pass, the second will not.
+type listError struct{ err error }
+
+func (e listError) Error() string { return e.err.Error() }
+func (e listError) Unwrap() error { return e.err }
+
 // List reads the bucket: its one lineage (none when empty) and that
 // lineage's bases and segments. A bucket holding more than one lineage, or
 // objects QuantyKube did not name, is an error naming them.
 func List(ctx context.Context, st objstore.Store) (Listing, error) {
 	objs, err := st.List(ctx, "")
 	if err != nil {
-		return Listing{}, fmt.Errorf("list %s: %w", st, err)
+		return Listing{}, listError{fmt.Errorf("list %s: %w", st, err)}
 	}
 	var l Listing
 	for _, o := range objs {

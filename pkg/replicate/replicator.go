@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -103,6 +104,7 @@ type Replicator struct {
 	done    chan struct{}
 
 	loggedAt  time.Time     // the last failure logged (run's goroutine only)
+	unchecked bool          // the bucket not yet listed: nothing is shipped (run's goroutine, then Close)
 	baseWait  time.Time     // no base attempt before this, after failed ones
 	baseDelay time.Duration // the last wait
 
@@ -118,7 +120,11 @@ type Replicator struct {
 
 // Start checks the bucket against the store (one lineage; the bucket not
 // ahead of the store), then ships in the background: it never touches the
-// store's write path, only reads it.
+// store's write path, only reads it. A bucket that cannot be listed (the
+// object store down or unreachable) does not keep the server from
+// starting: the replicator lists it every interval, with the failure as
+// its status, and checks it as above once it answers; until then it ships
+// nothing, and Hold keeps the whole log for up to Config.Hold.
 func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 	cfg.defaults()
 	id, err := EnsureLineage(ctx, cfg.Dialect.Path)
@@ -126,13 +132,6 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
 	r := &Replicator{cfg: cfg, lineage: LineageString(id), done: make(chan struct{})}
-	l, err := List(ctx, cfg.Store)
-	if err != nil {
-		return nil, fmt.Errorf("replicate: %w", err)
-	}
-	if l.Lineage != "" && l.Lineage != r.lineage {
-		return nil, fmt.Errorf("replicate: %s holds the replica of lineage %s, this store is lineage %s (another store, or this one before a restore): give --replicate a prefix of its own", cfg.Store, l.Lineage, r.lineage)
-	}
 	// Bases a killed server was copying: the server's lock on the store
 	// says no other replicator is.
 	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Dialect.Path), baseTempPattern))
@@ -142,26 +141,52 @@ func Start(ctx context.Context, cfg Config) (*Replicator, error) {
 	if r.db, err = sqlite.OpenReadOnly(cfg.Dialect.Path); err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	shipped, baseAt, ok := resumePoint(l, time.Now())
-	if ok {
-		var rev int64
-		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
-			r.db.Close()
-			return nil, fmt.Errorf("replicate: read the revision: %w", err)
-		}
-		if rev < shipped {
-			r.db.Close()
-			return nil, fmt.Errorf("replicate: %s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own", cfg.Store, shipped, rev)
-		}
-		r.st.Shipped, r.lastBase = shipped, baseAt
-		cfg.Logger.Info("replicate: resuming", "to", cfg.Store.String(), "lineage", r.lineage, "shipped", shipped)
-	} else {
-		r.needBase = true
-		cfg.Logger.Info("replicate: starting with a base", "to", cfg.Store.String(), "lineage", r.lineage)
+	l, err := List(ctx, cfg.Store)
+	var unreachable listError
+	switch {
+	case errors.As(err, &unreachable):
+		r.unchecked = true
+		r.st.LastErr, r.st.Behind, r.behindSize = err, time.Now(), storeSize(cfg.Dialect.Path)
+		r.loggedAt = time.Now()
+		cfg.Logger.Warn("replicate: the object store cannot be listed; serving, and trying it every interval", "to", cfg.Store.String(), "lineage", r.lineage, "err", err)
+	case err == nil:
+		err = r.resume(ctx, l)
+	}
+	if err != nil && !r.unchecked {
+		r.db.Close()
+		return nil, fmt.Errorf("replicate: %w", err)
 	}
 	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go r.run(ctx)
 	return r, nil
+}
+
+// resume checks the bucket's listing against the store and goes on from
+// the end of its chain, or from a base when it holds none.
+func (r *Replicator) resume(ctx context.Context, l Listing) error {
+	if l.Lineage != "" && l.Lineage != r.lineage {
+		return fmt.Errorf("%s holds the replica of lineage %s, this store is lineage %s (another store, or this one before a restore): give --replicate a prefix of its own", r.cfg.Store, l.Lineage, r.lineage)
+	}
+	shipped, baseAt, ok := resumePoint(l, time.Now())
+	if !ok {
+		r.mu.Lock()
+		r.needBase = true
+		r.mu.Unlock()
+		r.cfg.Logger.Info("replicate: starting with a base", "to", r.cfg.Store.String(), "lineage", r.lineage)
+		return nil
+	}
+	var rev int64
+	if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
+		return fmt.Errorf("read the revision: %w", err)
+	}
+	if rev < shipped {
+		return fmt.Errorf("%s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own", r.cfg.Store, shipped, rev)
+	}
+	r.mu.Lock()
+	r.st.Shipped, r.lastBase = shipped, baseAt
+	r.mu.Unlock()
+	r.cfg.Logger.Info("replicate: resuming", "to", r.cfg.Store.String(), "lineage", r.lineage, "shipped", shipped)
+	return nil
 }
 
 // resumePoint is the last revision of the chain from the newest base,
@@ -191,7 +216,7 @@ func (r *Replicator) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
 	defer cancel()
 	r.mu.Lock()
-	pending := r.needBase
+	pending := r.needBase || r.unchecked
 	r.mu.Unlock()
 	if !pending {
 		if err := r.segment(ctx); err != nil {
@@ -307,6 +332,9 @@ func (r *Replicator) Lineage() string { return r.lineage }
 
 func (r *Replicator) run(ctx context.Context) {
 	defer close(r.done)
+	gauged := make(chan struct{})
+	go func() { defer close(gauged); r.gaugeLag(ctx) }()
+	defer func() { <-gauged }()
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -319,12 +347,49 @@ func (r *Replicator) run(ctx context.Context) {
 	}
 }
 
+// gaugeLag sets the lag gauges every interval (at most every second)
+// until ctx ends, besides each step's end: a PUT to a slow or silent
+// object store can take minutes, and meanwhile the gauges a step sets
+// when it ends would show the lag from before it, 0 under steady load.
+func (r *Replicator) gaugeLag(ctx context.Context) {
+	t := time.NewTicker(min(r.cfg.Interval, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := r.Status()
+		lag := 0.0
+		if !st.Behind.IsZero() {
+			lag = time.Since(st.Behind).Seconds()
+		}
+		metrics.ReplicateLagSeconds.Set(lag)
+		var rev int64
+		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err == nil {
+			metrics.ReplicateLagRevisions.Set(float64(max(0, rev-st.Shipped)))
+		}
+	}
+}
+
 // step does one interval's work: a base when one is due, else at most one
 // segment. A failure is kept in the status and tried again next interval.
 // While a failed base waits out its backoff, a scheduled one lets
 // segments go on (the chain does not need it); a forced one does not
 // (the chain cannot go on without it).
 func (r *Replicator) step(ctx context.Context) {
+	if r.unchecked {
+		l, err := List(ctx, r.cfg.Store)
+		if err == nil {
+			err = r.resume(ctx, l)
+		}
+		if err != nil {
+			r.record(ctx, err)
+			return
+		}
+		r.unchecked = false
+	}
 	r.mu.Lock()
 	forced := r.needBase
 	due := forced || time.Since(r.lastBase) >= r.cfg.BaseInterval
@@ -340,6 +405,12 @@ func (r *Replicator) step(ctx context.Context) {
 	default:
 		err = r.segment(ctx)
 	}
+	r.record(ctx, err)
+}
+
+// record keeps an interval's outcome as the status, in the metrics and,
+// for a failure, in the log (once, then every logEvery).
+func (r *Replicator) record(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
