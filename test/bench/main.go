@@ -97,6 +97,7 @@ func run() error {
 	replCost := flag.Bool("replicate", false, "instead of the table: issue 54's cost of serve --replicate: the steady workload's updates (-steady-keys, -steady-value-size, -steady-warmup) at -replicate-rate for -replicate-time on QuantyKube/SQLite without replication, with file:// and (with -replicate-weed) s3:// to SeaweedFS, -rounds rounds")
 	replRate := flag.Int("replicate-rate", 500, "with -replicate: updates per second")
 	replTime := flag.Duration("replicate-time", time.Minute, "with -replicate: each variant's measured window")
+	replWeed := flag.String("replicate-weed", os.Getenv("QUANTY_WEED"), "with -replicate: SeaweedFS's weed binary (scripts/seaweedfs.sh), for the s3:// variant against a local `weed server -s3`; empty: no s3:// variant")
 	replRestore := flag.Bool("replicate-restore", false, "instead of the table: issue 54's restore figure: restore --from a file:// bucket (the latest, and --revision at the middle) beside a local restore FILE, on a store of -replicate-restore-revisions filled and replicated once into -replicate-cache")
 	replRestoreRevs := flag.Int("replicate-restore-revisions", 1_000_000, "with -replicate-restore: the store's revisions (of -value-size random bytes: 10^6 make about 1 GB)")
 	replCache := flag.String("replicate-cache", ".cache/bench/replicate", "where -replicate-restore keeps its filled store, bucket and backup")
@@ -171,7 +172,18 @@ func run() error {
 		}
 		sc := ec.steady
 		sc.window = *replTime
-		if err := runReplicateCost(ctx, *qkBin, workDir, replVariants(nil), sc, *replRate, *rounds, cfg.reqTimeout); err != nil {
+		var weedURL func(string) string
+		if *replWeed != "" {
+			url, stop, err := startWeed(*replWeed, filepath.Join(workDir, "seaweedfs"))
+			if err != nil {
+				return fmt.Errorf("-replicate-weed %s: %w", *replWeed, err)
+			}
+			defer stop()
+			weedURL = url
+		} else {
+			logf("replicate: no -replicate-weed: no s3:// variant")
+		}
+		if err := runReplicateCost(ctx, *qkBin, workDir, replVariants(weedURL), sc, *replRate, *rounds, cfg.reqTimeout); err != nil {
 			return err
 		}
 	}
