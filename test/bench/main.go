@@ -94,7 +94,7 @@ func run() error {
 	changesRate := flag.Int("changes-rate", 1000, "with -changes: updates per second")
 	changesTime := flag.Duration("changes-time", time.Minute, "with -changes: each phase's length")
 	changesEvery := flag.Duration("changes-read-interval", 100*time.Millisecond, "with -changes: how often the reader asks for the page (0: back to back)")
-	replCost := flag.Bool("replicate", false, "instead of the table: issue 54's cost of serve --replicate: the steady workload's updates (-steady-keys, -steady-value-size, -steady-warmup) at -replicate-rate for -replicate-time on QuantyKube/SQLite without replication, with file:// and (with -replicate-weed) s3:// to SeaweedFS, -rounds rounds")
+	replCost := flag.Bool("replicate", false, "instead of the table: issue 54's cost of serve --replicate: the steady workload's updates (-steady-keys, -steady-value-size, -steady-warmup; -steady-pprof profiles each window) at -replicate-rate for -replicate-time on QuantyKube/SQLite without replication, with file:// and (with -replicate-weed) s3:// to SeaweedFS, -rounds rounds")
 	replRate := flag.Int("replicate-rate", 500, "with -replicate: updates per second")
 	replTime := flag.Duration("replicate-time", time.Minute, "with -replicate: each variant's measured window")
 	replWeed := flag.String("replicate-weed", os.Getenv("QUANTY_WEED"), "with -replicate: SeaweedFS's weed binary (scripts/seaweedfs.sh), for the s3:// variant against a local `weed server -s3`; empty: no s3:// variant")
@@ -172,6 +172,11 @@ func run() error {
 		}
 		sc := ec.steady
 		sc.window = *replTime
+		if sc.pprof != "" {
+			if err := os.MkdirAll(sc.pprofDir, 0o755); err != nil {
+				return err
+			}
+		}
 		var weedURL func(string) string
 		if *replWeed != "" {
 			url, stop, err := startWeed(*replWeed, filepath.Join(workDir, "seaweedfs"))

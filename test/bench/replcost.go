@@ -95,8 +95,10 @@ func scrapeReplicate(ctx context.Context, addr string) (map[string]float64, erro
 	return m, sc.Err()
 }
 
-// runReplicatePhase runs one variant on a fresh store under dir.
-func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc steadyConfig, rate int, reqTimeout time.Duration) (*replPhase, error) {
+// runReplicatePhase runs one variant on a fresh store under dir; with
+// sc.pprof (-steady-pprof) a CPU profile of its window goes into
+// sc.pprofDir.
+func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc steadyConfig, rate, round int, reqTimeout time.Duration) (*replPhase, error) {
 	os.RemoveAll(dir)
 	store := filepath.Join(dir, "store")
 	if err := os.MkdirAll(store, 0o755); err != nil {
@@ -115,6 +117,9 @@ func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc s
 			return nil, err
 		}
 		args = append(args, "--replicate", u)
+	}
+	if sc.pprof != "" {
+		args = append(args, "--pprof-address", sc.pprof)
 	}
 	t := quantykubeTarget("quantykube", bin, nil, args)
 	srv, err := launch(ctx, t, store, "")
@@ -160,6 +165,12 @@ func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc s
 	}
 	h0, _ := cpuTime(os.Getpid())
 	t0 := time.Now()
+	var prof chan error
+	if sc.pprof != "" {
+		prof = make(chan error, 1)
+		path := filepath.Join(sc.pprofDir, fmt.Sprintf("replicate-%s-r%d.pprof", strings.Trim(strings.Fields(v.name)[0], ":/"), round))
+		go func() { prof <- fetchProfile(ctx, sc.pprof, sc.window, path) }()
+	}
 	runPaced(ctx, c, keys, schedule{start: t0, rate: rate}, warm, sched.count(sc.window), value, reqTimeout, &p.steady)
 	p.steady.window = time.Since(t0)
 	cpu1, err := cpuTime(srv.pid)
@@ -174,6 +185,11 @@ func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc s
 	}
 	if p.steady.mem, err = readMemory(srv.pid); err != nil {
 		return nil, err
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			logf("replicate: profile: %v", err)
+		}
 	}
 	p.objects = m1["quantykube_replicate_objects_total"] - m0["quantykube_replicate_objects_total"]
 	p.bytes = m1["quantykube_replicate_bytes_total"] - m0["quantykube_replicate_bytes_total"]
@@ -196,7 +212,7 @@ func runReplicateCost(ctx context.Context, bin, workDir string, variants []replV
 		byRound[r-1] = make([]*replPhase, len(variants))
 		for _, i := range roundOrder(len(variants), r) {
 			v := variants[i]
-			p, err := runReplicatePhase(ctx, bin, filepath.Join(workDir, "replicate-"+strconv.Itoa(i)), v, sc, rate, reqTimeout)
+			p, err := runReplicatePhase(ctx, bin, filepath.Join(workDir, "replicate-"+strconv.Itoa(i)), v, sc, rate, r, reqTimeout)
 			if err != nil {
 				return err
 			}
