@@ -258,7 +258,8 @@ bench-changes:
 # (QUANTY_WEED, or built once by scripts/seaweedfs.sh as for make
 # replicate-s3), then restore --from a file:// bucket of 10^6 revisions
 # (about 1 GB, filled once into .cache/bench/replicate) beside a local
-# restore FILE. Left out of `all`: about 30 minutes the first time. See
+# restore FILE. Left out of `all`: about 40 minutes the first time (12 of
+# them the fill), 25 after. See
 # docs/BENCHMARKS.md.
 .PHONY: bench-replicate
 BENCH_REPLICATE_FLAGS ?= -rounds 3
