@@ -171,7 +171,7 @@ func run() error {
 			return fmt.Errorf("-replicate-rate %d, -replicate-time %v: want at least 1 and 1s", *replRate, *replTime)
 		}
 		sc := ec.steady
-		sc.window = *replTime
+		sc.window, sc.extra = *replTime, strings.Fields(*qkFlags)
 		if sc.pprof != "" {
 			if err := os.MkdirAll(sc.pprofDir, 0o755); err != nil {
 				return err

@@ -95,7 +95,8 @@ func scrapeReplicate(ctx context.Context, addr string) (map[string]float64, erro
 	return m, sc.Err()
 }
 
-// runReplicatePhase runs one variant on a fresh store under dir; with
+// runReplicatePhase runs one variant on a fresh store under dir, with
+// sc.extra (-quantykube-flags) among serve's flags; with
 // sc.pprof (-steady-pprof) a CPU profile of its window goes into
 // sc.pprofDir.
 func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc steadyConfig, rate, round int, reqTimeout time.Duration) (*replPhase, error) {
@@ -110,7 +111,7 @@ func runReplicatePhase(ctx context.Context, bin, dir string, v replVariant, sc s
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"--metrics-listen-address", addr}
+	args := append([]string{"--metrics-listen-address", addr}, sc.extra...)
 	if v.url != nil {
 		u, err := v.url(dir)
 		if err != nil {

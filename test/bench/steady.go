@@ -272,6 +272,8 @@ type steadyConfig struct {
 	warmup    time.Duration
 	window    time.Duration
 	watch     bool
+	// extra are more serve flags, for -replicate (-quantykube-flags).
+	extra []string
 	// pprof, when set, is the QuantyKube targets' --pprof-address: a CPU
 	// profile of each window is written into pprofDir.
 	pprof, pprofDir string
