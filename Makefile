@@ -256,6 +256,20 @@ bench-memory:
 bench-changes:
 	bash scripts/bench.sh -changes $(BENCH_CHANGES_FLAGS)
 
+# Issue 54's cost of serve --replicate: 500 updates/s on SQLite without
+# replication, with file:// and with s3:// to SeaweedFS's `weed server -s3`
+# (QUANTY_WEED, or built once by scripts/seaweedfs.sh as for make
+# replicate-s3), then restore --from a file:// bucket of 10^6 revisions
+# (about 1 GB, filled once into .cache/bench/replicate) beside a local
+# restore FILE. Left out of `all`: about 40 minutes the first time (12 of
+# them the fill), 25 after. See
+# docs/BENCHMARKS.md.
+.PHONY: bench-replicate
+BENCH_REPLICATE_FLAGS ?= -rounds 3
+bench-replicate:
+	QUANTY_WEED=$${QUANTY_WEED:-$$(bash scripts/seaweedfs.sh)} && export QUANTY_WEED && \
+	  bash scripts/bench.sh -replicate -replicate-restore $(BENCH_REPLICATE_FLAGS)
+
 # etcdctl's check perf as an operator runs it: quantykube serve on SQLite in
 # a temporary directory on loopback, then `quantykube check perf --load s`
 # against it for etcd's full minute, its table printed; fails on FAIL and

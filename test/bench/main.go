@@ -94,6 +94,13 @@ func run() error {
 	changesRate := flag.Int("changes-rate", 1000, "with -changes: updates per second")
 	changesTime := flag.Duration("changes-time", time.Minute, "with -changes: each phase's length")
 	changesEvery := flag.Duration("changes-read-interval", 100*time.Millisecond, "with -changes: how often the reader asks for the page (0: back to back)")
+	replCost := flag.Bool("replicate", false, "instead of the table: issue 54's cost of serve --replicate: the steady workload's updates (-steady-keys, -steady-value-size, -steady-warmup; -steady-pprof profiles each window) at -replicate-rate for -replicate-time on QuantyKube/SQLite without replication, with file:// and (with -replicate-weed) s3:// to SeaweedFS, -rounds rounds")
+	replRate := flag.Int("replicate-rate", 500, "with -replicate: updates per second")
+	replTime := flag.Duration("replicate-time", time.Minute, "with -replicate: each variant's measured window")
+	replWeed := flag.String("replicate-weed", os.Getenv("QUANTY_WEED"), "with -replicate: SeaweedFS's weed binary (scripts/seaweedfs.sh), for the s3:// variant against a local `weed server -s3`; empty: no s3:// variant")
+	replRestore := flag.Bool("replicate-restore", false, "instead of the table: issue 54's restore figure: restore --from a file:// bucket (the latest, and --revision at the middle) beside a local restore FILE, on a store of -replicate-restore-revisions filled and replicated once into -replicate-cache")
+	replRestoreRevs := flag.Int("replicate-restore-revisions", 1_000_000, "with -replicate-restore: the store's revisions (of -value-size random bytes: 10^6 make about 1 GB)")
+	replCache := flag.String("replicate-cache", ".cache/bench/replicate", "where -replicate-restore keeps its filled store, bucket and backup")
 	workloads := flag.String("workloads", "table", "what to run, comma-separated: table (the request shapes above), fanout, bigdelete, idle, startup, pgnet, mixed, watchers, catchup, steady, or all; scale and tenants (issue 58's memory at 50,000 objects and with 30 tenants) only when named")
 	var ec extraConfig
 	applyQuick := extraFlags(&ec)
@@ -154,6 +161,52 @@ func run() error {
 			return err
 		}
 		return runChanges(ctx, *qkBin, *etcdBin, cache, workDir, cfg, *historyRevs, *changesRate, *rounds, *changesTime, *changesEvery)
+	}
+
+	if *replCost {
+		if *qkBin == "" {
+			return fmt.Errorf("-replicate needs -quantykube")
+		}
+		if *replRate < 1 || *replTime < time.Second {
+			return fmt.Errorf("-replicate-rate %d, -replicate-time %v: want at least 1 and 1s", *replRate, *replTime)
+		}
+		sc := ec.steady
+		sc.window, sc.extra = *replTime, strings.Fields(*qkFlags)
+		if sc.pprof != "" {
+			if err := os.MkdirAll(sc.pprofDir, 0o755); err != nil {
+				return err
+			}
+		}
+		var weedURL func(string) string
+		if *replWeed != "" {
+			url, stop, err := startWeed(*replWeed, filepath.Join(workDir, "seaweedfs"))
+			if err != nil {
+				return fmt.Errorf("-replicate-weed %s: %w", *replWeed, err)
+			}
+			defer stop()
+			weedURL = url
+		} else {
+			logf("replicate: no -replicate-weed: no s3:// variant")
+		}
+		if err := runReplicateCost(ctx, *qkBin, workDir, replVariants(weedURL), sc, *replRate, *rounds, cfg.reqTimeout); err != nil {
+			return err
+		}
+	}
+	if *replRestore {
+		if *qkBin == "" {
+			return fmt.Errorf("-replicate-restore needs -quantykube")
+		}
+		cache, err := filepath.Abs(*replCache)
+		if err != nil {
+			return err
+		}
+		if *replRestoreRevs < 1000 {
+			return fmt.Errorf("-replicate-restore-revisions %d: want at least 1000", *replRestoreRevs)
+		}
+		return runReplicateRestore(ctx, *qkBin, cache, workDir, cfg, *replRestoreRevs, *rounds)
+	}
+	if *replCost {
+		return nil
 	}
 
 	if *history {

@@ -220,8 +220,9 @@ func steadyValue(val string, i int) string {
 
 // runPaced issues the n updates of sched, each by its own goroutine when
 // it is due, and waits for them (each is bounded by reqTimeout). Update j
-// is the run's update base+j: its key and value follow from that number.
-func runPaced(ctx context.Context, c *clientv3.Client, keys *steadyKeys, sched schedule, base, n int, val string, reqTimeout time.Duration, ph *steadyPhase) {
+// is the run's update base+j: its key and value(base+j) follow from that
+// number.
+func runPaced(ctx context.Context, c *clientv3.Client, keys *steadyKeys, sched schedule, base, n int, value func(int) string, reqTimeout time.Duration, ph *steadyPhase) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var inFlight atomic.Int64
@@ -242,7 +243,7 @@ func runPaced(ctx context.Context, c *clientv3.Client, keys *steadyKeys, sched s
 		wg.Go(func() {
 			defer inFlight.Add(-1)
 			rctx, cancel := context.WithTimeout(ctx, reqTimeout)
-			stale, err := keys.update(rctx, c, i%len(keys.names), steadyValue(val, i))
+			stale, err := keys.update(rctx, c, i%len(keys.names), value(i))
 			cancel()
 			lat := time.Since(due)
 			mu.Lock()
@@ -271,6 +272,8 @@ type steadyConfig struct {
 	warmup    time.Duration
 	window    time.Duration
 	watch     bool
+	// extra are more serve flags, for -replicate (-quantykube-flags).
+	extra []string
 	// pprof, when set, is the QuantyKube targets' --pprof-address: a CPU
 	// profile of each window is written into pprofDir.
 	pprof, pprofDir string
@@ -289,6 +292,7 @@ func runSteady(ctx context.Context, t target, srv *server, fr *fresh, round int,
 	if err != nil {
 		return nil, err
 	}
+	value := func(i int) string { return steadyValue(val, i) }
 	res := &steadyResult{round: round}
 	next := 0 // the updates' numbers run on over the phases
 	for _, watched := range []bool{false, true} {
@@ -324,7 +328,7 @@ func runSteady(ctx context.Context, t target, srv *server, fr *fresh, round int,
 			sched := schedule{start: time.Now(), rate: rate}
 			warm := sched.count(sc.warmup)
 			var discard steadyPhase
-			runPaced(ctx, c, keys, sched, next, warm, val, reqTimeout, &discard)
+			runPaced(ctx, c, keys, sched, next, warm, value, reqTimeout, &discard)
 			if err := resetPeak(srv.pid); err != nil {
 				wcancel()
 				return nil, err
@@ -344,7 +348,7 @@ func runSteady(ctx context.Context, t target, srv *server, fr *fresh, round int,
 				go func() { prof <- fetchProfile(ctx, sc.pprof, sc.window, filepath.Join(sc.pprofDir, name)) }()
 			}
 			n := sched.count(sc.window)
-			runPaced(ctx, c, keys, schedule{start: t0, rate: rate}, next+warm, n, val, reqTimeout, ph)
+			runPaced(ctx, c, keys, schedule{start: t0, rate: rate}, next+warm, n, value, reqTimeout, ph)
 			ph.window = time.Since(t0)
 			cpu1, err := cpuTime(srv.pid)
 			if err != nil {

@@ -244,11 +244,23 @@ func (s *s3Store) Put(ctx context.Context, name string, r io.Reader, size int64)
 		return fmt.Errorf("%s: put: %w", s, err)
 	}
 	key := s.prefix + name
-	buf := make([]byte, partSize)
+	// An object of a known size below a part is read into a buffer of its
+	// size and one byte more (which shows a reader longer than it said):
+	// a second's segment is far smaller than a part, and allocating and
+	// zeroing a whole part for each cost the server 4% of its CPU at 500
+	// updates/s (make bench-replicate's profile).
+	bufSize := int64(partSize)
+	if size >= 0 && size < bufSize {
+		bufSize = size + 1
+	}
+	buf := make([]byte, bufSize)
 	n, err := io.ReadFull(r, buf)
 	total := int64(n)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return s.errorf(name, fmt.Errorf("read: %w", err))
+	}
+	if err == nil && bufSize < partSize {
+		return s.errorf(name, fmt.Errorf("read more than the %d bytes given", size))
 	}
 	if err != nil { // the whole object fits in one part
 		if size >= 0 && total != size {

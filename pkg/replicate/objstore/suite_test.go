@@ -293,6 +293,10 @@ func testFailedPut(t *testing.T, st objstore.Store) {
 	if err := st.Put(ctx, "short", strings.NewReader("12345"), 10); err == nil {
 		t.Error("Put of 5 bytes with size 10: no error")
 	}
+	// Longer than the size given.
+	if err := st.Put(ctx, "long", strings.NewReader("12345"), 3); err == nil {
+		t.Error("Put of 5 bytes with size 3: no error")
+	}
 	// A context ended mid-way.
 	cctx, cancel := context.WithCancel(ctx)
 	br := &blockingReader{
