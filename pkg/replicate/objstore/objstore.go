@@ -58,7 +58,18 @@ type Options struct {
 	// newline): every object is then encrypted client-side with
 	// AES-256-GCM (crypt.go) before it leaves the process.
 	EncryptionKeyFile string
+	// StallTimeout bounds how long an s3:// connection may make no
+	// progress, reading or writing, before it fails (0: DefaultStallTimeout).
+	StallTimeout time.Duration
 }
+
+// DefaultStallTimeout is Options.StallTimeout's default: an object store
+// that stops answering without closing the connection (a black hole, a
+// dead load balancer) would otherwise hold a PUT until TCP gives up,
+// about 15 minutes on Linux, and replication behind it. The failed
+// request is retried, as any failure is; an idle pooled connection is
+// closed after it, and the next request dials again.
+const DefaultStallTimeout = time.Minute
 
 // maxNameLen bounds a name: S3 keys are at most 1024 bytes, prefix included.
 const maxNameLen = 900
@@ -90,7 +101,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		}
 		st, err = openFile(u)
 	case "s3":
-		st, err = openS3(ctx, u, opts.CAFile)
+		st, err = openS3(ctx, u, opts.CAFile, opts.StallTimeout)
 	case "":
 		return nil, fmt.Errorf("object store URL %q: no scheme: want s3://BUCKET/PREFIX or file:///path", redacted(u))
 	default:

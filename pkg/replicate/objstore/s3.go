@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -66,7 +67,10 @@ var s3Params = map[string]bool{
 // identity (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), the container's
 // or instance's role. With an endpoint and none of those configured,
 // requests are anonymous.
-func openS3(ctx context.Context, u *url.URL, caFile string) (Store, error) {
+func openS3(ctx context.Context, u *url.URL, caFile string, stall time.Duration) (Store, error) {
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("object store URL %s: %s", redacted(u), fmt.Sprintf(format, a...))
 	}
@@ -138,6 +142,17 @@ func openS3(ctx context.Context, u *url.URL, caFile string) (Store, error) {
 	}
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.TLSClientConfig = tlsConf
+		dial := tr.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &stallConn{Conn: c, timeout: stall}, nil
+		}
 	})
 
 	loadOpts := []func(*config.LoadOptions) error{
@@ -430,4 +445,25 @@ func s3Error(err error) error {
 		return fmt.Errorf("%w (HTTP 404)", ErrNotExist)
 	}
 	return err
+}
+
+// stallConn fails a read or a write that makes no progress within
+// timeout (Options.StallTimeout).
+type stallConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }
