@@ -123,19 +123,22 @@ func TestModuleGraphHasNoPluginModules(t *testing.T) {
 	}
 }
 
-// The web page's decoder links every built-in API type (ADR-047): a
-// program embedding pkg/endpoint builds none of them unless it sets
-// apiagg.Config.DecodeValue itself, and quantykube, which does, builds
-// them.
+// The web page's decoder links every built-in API type, whose packages
+// cost a server memory from its start (ADR-047): neither quantykube nor a
+// program embedding pkg/endpoint builds any of them (an embedder may set
+// apiagg.Config.DecodeValue itself), and kubectl-quanty, whose ui proxy
+// decodes the values the server sends as stored, builds the decoder.
 func TestEmbedderLinksNoAPITypes(t *testing.T) {
 	const decoder, scheme = "github.com/quantyroot/quantykube/pkg/apiagg/uidecode", "k8s.io/client-go/kubernetes/scheme"
-	for _, pkg := range strings.Fields(goCmd(t, root, "list", "-deps", "./pkg/endpoint")) {
-		if pkg == decoder || pkg == scheme || pkg == "k8s.io/api/core/v1" {
-			t.Errorf("a program embedding pkg/endpoint builds %s", pkg)
+	for _, dir := range []string{"./pkg/endpoint", "./cmd/quantykube"} {
+		for _, pkg := range strings.Fields(goCmd(t, root, "list", "-deps", dir)) {
+			if pkg == decoder || pkg == scheme || pkg == "k8s.io/api/core/v1" {
+				t.Errorf("%s builds %s", dir, pkg)
+			}
 		}
 	}
-	if deps := " " + strings.Join(strings.Fields(goCmd(t, root, "list", "-deps", "./cmd/quantykube")), " ") + " "; !strings.Contains(deps, " "+decoder+" ") {
-		t.Errorf("quantykube does not build %s: its web page could not show built-in objects", decoder)
+	if deps := " " + strings.Join(strings.Fields(goCmd(t, plugin, "list", "-deps", ".")), " ") + " "; !strings.Contains(deps, " "+decoder+" ") {
+		t.Errorf("kubectl-quanty does not build %s: kubectl quanty ui could not show built-in objects", decoder)
 	}
 }
 
