@@ -121,7 +121,7 @@ func TestDrive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := warm(ctx, endpoints, Profile().ClientCount); err != nil {
+	if err := warm(ctx, endpoints, Profile().ClientCount, source != "watch"); err != nil {
 		t.Fatal(err)
 	}
 	clus := Cluster(endpoints)
