@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -207,5 +208,28 @@ func waitBaseDue(t *testing.T, c *clientv3.Client, r *replicate.Replicator, ship
 		if st.StoreRev >= last || time.Now().After(deadline) {
 			t.Fatalf("replicator read revision %d (floor past %d at %d) and takes no fresh base", st.StoreRev, shipped+1, last)
 		}
+	}
+}
+
+// bucketAway makes the file:// bucket at bdir unreachable: a file stands
+// where its directory was, so every PUT fails.
+func bucketAway(t *testing.T, bdir string) {
+	t.Helper()
+	if err := os.Rename(bdir, bdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bucketBack puts the bucket bucketAway took away back.
+func bucketBack(t *testing.T, bdir string) {
+	t.Helper()
+	if err := os.Remove(bdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bdir+".away", bdir); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -27,17 +27,13 @@ func retentionFloor(t *testing.T, db *sql.DB) int64 {
 	return floor
 }
 
-// While the bucket is away, the replicator holds the store's retention at
-// the first revision not shipped: the floors stop there however far the
-// rules would take them, the bucket's return needs no fresh base, and
-// every revision of the outage restores. Past Config.Hold the hold goes,
-// retention prunes, and a fresh base follows.
-func TestReplicateHoldsRetention(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "state.db")
-	bdir := filepath.Join(dir, "bucket")
-	st := bucket(t, bdir)
-	var rep atomic.Pointer[replicate.Replicator]
+// holdServer serves the SQLite store at path with a 4 KiB retention
+// budget pruned every 10 ms and held by the replicator rep will hold (none
+// until it is stored), and returns a client, rep and a read-only handle
+// on the file.
+func holdServer(t *testing.T, path string) (*clientv3.Client, *atomic.Pointer[replicate.Replicator], *sql.DB) {
+	t.Helper()
+	rep := &atomic.Pointer[replicate.Replicator]{}
 	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + path,
 		RetainBytes: 4 << 10, PruneInterval: 10 * time.Millisecond,
 		RetentionHold: func() int64 {
@@ -49,17 +45,32 @@ func TestReplicateHoldsRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
 	if err != nil {
+		s.Close()
 		t.Fatal(err)
 	}
-	defer c.Close()
 	db, err := sqlite.OpenReadOnly(path)
 	if err != nil {
+		c.Close()
+		s.Close()
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close(); c.Close(); s.Close() })
+	return c, rep, db
+}
+
+// While the bucket is away, the replicator holds the store's retention at
+// the first revision not shipped: the floors stop there however far the
+// rules would take them, the bucket's return needs no fresh base, and
+// every revision of the outage restores. Past Config.Hold the hold goes,
+// retention prunes, and a fresh base follows.
+func TestReplicateHoldsRetention(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	bdir := filepath.Join(dir, "bucket")
+	st := bucket(t, bdir)
+	c, rep, db := holdServer(t, path)
 	rng := rand.New(rand.NewPCG(21, 22))
 	start := func(hold time.Duration) *replicate.Replicator {
 		r, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, path), Store: st, Interval: 10 * time.Millisecond, Hold: hold})
@@ -69,28 +80,12 @@ func TestReplicateHoldsRetention(t *testing.T) {
 		rep.Store(r)
 		return r
 	}
-	away := func() {
-		if err := os.Rename(bdir, bdir+".away"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bdir, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	back := func() {
-		if err := os.Remove(bdir); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(bdir+".away", bdir); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	r := start(time.Hour)
 	revs := workload(t, c, rng, 10)
 	waitShipped(t, r, revs[len(revs)-1])
 	shipped := r.Status().Shipped
-	away()
+	bucketAway(t, bdir)
 	// 1,000 writes: without the hold the 4 KiB budget moves the floor
 	// past the last revision shipped within a few hundred
 	// (TestReplicateBacklogPastRetention). With it, retention still runs
@@ -114,7 +109,7 @@ func TestReplicateHoldsRetention(t *testing.T) {
 	for _, rev := range []int64{shipped + 1, outage[rng.IntN(len(outage))], outage[rng.IntN(len(outage))], last} {
 		_, want[rev] = state(t, c, rev)
 	}
-	back()
+	bucketBack(t, bdir)
 	waitShipped(t, r, last)
 	l, err := replicate.List(t.Context(), st)
 	if err != nil {
@@ -138,7 +133,7 @@ func TestReplicateHoldsRetention(t *testing.T) {
 	r = start(200 * time.Millisecond)
 	defer r.Close()
 	shipped = r.Status().Shipped
-	away()
+	bucketAway(t, bdir)
 	began := time.Now()
 	for i := 0; retentionFloor(t, db) <= shipped+1; i++ {
 		if i == 400 {
@@ -149,7 +144,7 @@ func TestReplicateHoldsRetention(t *testing.T) {
 	if held := time.Since(began); held < 200*time.Millisecond {
 		t.Fatalf("retention passed the hold after %s, before the 200ms bound", held)
 	}
-	back()
+	bucketBack(t, bdir)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		l, err := replicate.List(t.Context(), st)
 		if err != nil {
@@ -174,29 +169,7 @@ func TestReplicateHoldBytes(t *testing.T) {
 	path := filepath.Join(dir, "state.db")
 	bdir := filepath.Join(dir, "bucket")
 	st := bucket(t, bdir)
-	var rep atomic.Pointer[replicate.Replicator]
-	s, err := endpoint.Start(t.Context(), endpoint.Config{Listener: "127.0.0.1:0", Endpoint: "sqlite://" + path,
-		RetainBytes: 4 << 10, PruneInterval: 10 * time.Millisecond,
-		RetentionHold: func() int64 {
-			if r := rep.Load(); r != nil {
-				return r.Hold()
-			}
-			return 0
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	db, err := sqlite.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	c, rep, db := holdServer(t, path)
 	const holdBytes = 1 << 20
 	r, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, path), Store: st, Interval: 10 * time.Millisecond,
 		Hold: time.Hour, HoldBytes: holdBytes})
@@ -209,12 +182,7 @@ func TestReplicateHoldBytes(t *testing.T) {
 	revs := workload(t, c, rng, 10)
 	waitShipped(t, r, revs[len(revs)-1])
 	shipped := r.Status().Shipped
-	if err := os.Rename(bdir, bdir+".away"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bucketAway(t, bdir)
 	size := func() int64 {
 		var n int64
 		for _, p := range []string{path, path + "-wal"} {
@@ -250,12 +218,7 @@ func TestReplicateHoldBytes(t *testing.T) {
 		t.Fatalf("retention passed the hold with the files grown by %d bytes, under half the %d bound", grown, holdBytes)
 	}
 	waitBaseDue(t, c, r, shipped)
-	if err := os.Remove(bdir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(bdir+".away", bdir); err != nil {
-		t.Fatal(err)
-	}
+	bucketBack(t, bdir)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		l, err := replicate.List(t.Context(), st)
 		if err != nil {

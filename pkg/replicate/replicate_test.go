@@ -3,7 +3,6 @@ package replicate_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -101,12 +100,7 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 	waitShipped(t, r, revs[len(revs)-1])
 
 	// Down: the bucket's directory is a file.
-	if err := os.Rename(bdir, bdir+".away"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bucketAway(t, bdir)
 	before := revs[len(revs)-1]
 	revs = workload(t, c, rng, 100)
 	deadline := time.Now().Add(20 * time.Second)
@@ -125,12 +119,7 @@ func TestReplicateObjectStoreDown(t *testing.T) {
 	t.Logf("warning while down: %v", r.Check(t.Context()))
 
 	// Back.
-	if err := os.Remove(bdir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(bdir+".away", bdir); err != nil {
-		t.Fatal(err)
-	}
+	bucketBack(t, bdir)
 	waitShipped(t, r, last)
 	l, err := replicate.List(t.Context(), st)
 	if err != nil {
@@ -255,12 +244,7 @@ func TestReplicateBacklogPastRetention(t *testing.T) {
 	waitShipped(t, r, revs[len(revs)-1])
 	shipped := r.Status().Shipped
 
-	if err := os.Rename(bdir, bdir+".away"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bdir, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bucketAway(t, bdir)
 	db, err := sqlite.OpenReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
@@ -281,12 +265,7 @@ func TestReplicateBacklogPastRetention(t *testing.T) {
 		}
 	}
 	last := waitBaseDue(t, c, r, shipped)
-	if err := os.Remove(bdir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(bdir+".away", bdir); err != nil {
-		t.Fatal(err)
-	}
+	bucketBack(t, bdir)
 	waitShipped(t, r, last)
 	l, err := replicate.List(t.Context(), st)
 	if err != nil {
