@@ -43,9 +43,10 @@ type RestoreInfo struct {
 // Restore builds the store at d.Path from the bucket: the newest base at or
 // before the target, then the log rows of the segments after it up to the
 // target revision, each checked against its checksum. It is built in a
-// file beside the store and put in place by sqlite's Restore (the server's
-// lock, --force, the revision moved past a replaced store's), so an error
-// leaves the store as it was. sqlite's Restore drops the copy's lineage:
+// file beside the store and put in place by sqlite's RestoreWith (the
+// server's lock, --force, the revision moved past a replaced store's, and
+// with t.Bump past the bucket's last), so an error leaves the store as it
+// was. sqlite's restore drops the copy's lineage:
 // `serve --replicate` gives it a new one, so the bucket it came from is
 // refused, never mixed with its new history.
 func Restore(ctx context.Context, st objstore.Store, d *sqlite.Dialect, t Target, force bool) (RestoreInfo, error) {

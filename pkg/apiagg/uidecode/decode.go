@@ -1,10 +1,11 @@
 // Package uidecode turns stored values into the JSON of their objects,
-// for the aggregated API's JSON answers (the web page reads them: a
-// browser cannot decode Kubernetes protobuf without its types). It links
-// every built-in API type (client-go's scheme), so it is a package of its
-// own: cmd/quantykube sets apiagg.Config.DecodeValue to Decode, and a
-// program embedding pkg/endpoint pays for the types only if it does too
-// (ADR-047).
+// for the web page's JSON answers (a browser cannot decode Kubernetes
+// protobuf without its types). It links every built-in API type
+// (client-go's scheme), whose packages cost a process memory from its
+// start, so it is a package of its own: kubectl quanty ui's proxy decodes
+// with it the values the server sends as stored, and neither quantykube
+// nor a program embedding pkg/endpoint links it unless it sets
+// apiagg.Config.DecodeValue (ADR-047).
 package uidecode
 
 import (
