@@ -259,6 +259,15 @@ func (s *s3Store) Put(ctx context.Context, name string, r io.Reader, size int64)
 		return fmt.Errorf("%s: put: %w", s, err)
 	}
 	key := s.prefix + name
+	// An object already in memory (the replicator's segments) goes as it
+	// is: the SDK seeks it back for a retry, and a copy would be one more
+	// allocation a second for the garbage collector.
+	if br, ok := r.(*bytes.Reader); ok && size >= 0 && size < partSize {
+		if int64(br.Len()) != size {
+			return s.errorf(name, fmt.Errorf("have %d bytes, want %d", br.Len(), size))
+		}
+		return s.putObject(ctx, name, key, br, size)
+	}
 	// An object of a known size below a part is read into a buffer of its
 	// size and one byte more (which shows a reader longer than it said):
 	// a second's segment is far smaller than a part, and allocating and
@@ -281,18 +290,23 @@ func (s *s3Store) Put(ctx context.Context, name string, r io.Reader, size int64)
 		if size >= 0 && total != size {
 			return s.errorf(name, fmt.Errorf("read %d bytes, want %d", total, size))
 		}
-		if err := ctx.Err(); err != nil {
-			return s.errorf(name, err)
-		}
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(buf[:n]), ContentLength: aws.Int64(total),
-		})
-		if err != nil {
-			return s.errorf(name, s3Error(err))
-		}
-		return nil
+		return s.putObject(ctx, name, key, bytes.NewReader(buf[:n]), total)
 	}
 	return s.putMultipart(ctx, name, key, r, size, buf)
+}
+
+// putObject puts body, of size bytes, in one request.
+func (s *s3Store) putObject(ctx context.Context, name, key string, body *bytes.Reader, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return s.errorf(name, err)
+	}
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
+	})
+	if err != nil {
+		return s.errorf(name, s3Error(err))
+	}
+	return nil
 }
 
 // putMultipart uploads the object in parts, buf holding the first, full

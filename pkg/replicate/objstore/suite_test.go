@@ -105,10 +105,16 @@ func testPutGetListDelete(t *testing.T, st objstore.Store) {
 	}
 	for name, body := range objs {
 		size := int64(len(body))
-		if strings.HasPrefix(name, "segments/") {
+		var r io.Reader = strings.NewReader(body)
+		switch {
+		case strings.HasPrefix(name, "segments/"):
 			size = -1 // unknown sizes too
+		case strings.HasPrefix(name, "bases/") || name == "empty":
+			r = bytes.NewReader([]byte(body)) // in memory, as the replicator's segments
 		}
-		put(t, st, name, body, size)
+		if err := st.Put(ctx, name, r, size); err != nil {
+			t.Fatalf("Put(%s): %v", name, err)
+		}
 	}
 	for name, body := range objs {
 		if got := get(t, st, name); got != body {
@@ -296,6 +302,13 @@ func testFailedPut(t *testing.T, st objstore.Store) {
 	// Longer than the size given.
 	if err := st.Put(ctx, "long", strings.NewReader("12345"), 3); err == nil {
 		t.Error("Put of 5 bytes with size 3: no error")
+	}
+	// The same from memory (a *bytes.Reader, which a store may send as it is).
+	if err := st.Put(ctx, "short", bytes.NewReader([]byte("12345")), 10); err == nil {
+		t.Error("Put of 5 bytes in memory with size 10: no error")
+	}
+	if err := st.Put(ctx, "long", bytes.NewReader([]byte("12345")), 3); err == nil {
+		t.Error("Put of 5 bytes in memory with size 3: no error")
 	}
 	// A context ended mid-way.
 	cctx, cancel := context.WithCancel(ctx)
