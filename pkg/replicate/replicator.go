@@ -107,6 +107,8 @@ type Replicator struct {
 	unchecked bool          // the bucket not yet listed: nothing is shipped (run's goroutine, then Close)
 	baseWait  time.Time     // no base attempt before this, after failed ones
 	baseDelay time.Duration // the last wait
+	sc        scratch       // rows read for the next segment (run's goroutine only)
+	enc       encoder       // that segment's body (run's goroutine only)
 
 	mu       sync.Mutex
 	st       Status
@@ -443,7 +445,7 @@ func (r *Replicator) record(ctx context.Context, err error) {
 
 func (r *Replicator) segment(ctx context.Context) error {
 	shipped := r.Status().Shipped
-	b, err := readBatch(ctx, r.db, shipped, r.cfg.SegmentBytes)
+	b, err := readBatch(ctx, r.db, shipped, r.cfg.SegmentBytes, &r.sc)
 	if err != nil {
 		return err
 	}
@@ -469,7 +471,7 @@ func (r *Replicator) segment(ctx context.Context) error {
 	}
 	d := b.data
 	d.Lineage = r.lineage
-	body, sum, err := d.encode()
+	body, sum, err := r.enc.encode(d)
 	if err != nil {
 		return fmt.Errorf("encode segment %d-%d: %w", d.First, d.Last, err)
 	}

@@ -35,35 +35,79 @@ type Data struct {
 	Format      int
 	Lineage     string
 	First, Last int64
-	Rows        []Row
+	Rows        []Row // in format 1 only: format 2 sends them after Data
 	Leases      []Lease
 	Compact     int64
 	RetainFloor int64
+	RowCount    int // format 2: how many rows follow Data
 }
 
-const segmentFormat = 1
+// A segment's content is a gob stream, gzip'd. Format 1 is one Data with
+// its rows. Format 2, which this quantykube writes, is Data without rows,
+// then the rows as []Row values of about chunkBytes of keys and values
+// each: gob builds each value whole in a buffer that grows by a quarter
+// at a time, so one value of a whole segment allocated five times the
+// segment's size every second, and chunks bound that by chunkBytes.
+const (
+	segmentFormat = 2
+	chunkBytes    = 64 << 10
+)
 
 // maxSegmentBytes bounds what a reader inflates from one segment: a
 // corrupted length cannot make it allocate without bound.
 const maxSegmentBytes = 1 << 30
 
+// encoder turns segments into object bodies. It keeps its gzip writer
+// and its output buffer from one segment to the next, and gob writes
+// through the checksum straight into gzip: the replicator ships a segment
+// a second, and allocating these afresh for each (about 3 MB a second at
+// 500 updates/s) woke the garbage collector often enough to double write
+// p99 (docs/benchmarks/replication-cost.md).
+type encoder struct {
+	z  bytes.Buffer
+	zw *gzip.Writer
+}
+
+// keepBytes bounds the buffers the encoder and the scratch keep between
+// segments: a backlog's segments (up to Config.SegmentBytes) are built
+// once and let go, a steady second's are reused.
+const keepBytes = 8 << 20
+
 // encode returns the segment's object body (gzip of its gob encoding) and
-// the hex SHA-256 of the gob bytes, which its name carries.
-func (d *Data) encode() (body []byte, sum string, err error) {
-	var raw bytes.Buffer
-	if err := gob.NewEncoder(&raw).Encode(d); err != nil {
+// the hex SHA-256 of the gob bytes, which its name carries. The body is
+// the encoder's: it is valid until the next encode.
+func (e *encoder) encode(d *Data) (body []byte, sum string, err error) {
+	if e.z.Cap() > keepBytes {
+		e.z = bytes.Buffer{}
+	}
+	e.z.Reset()
+	if e.zw == nil {
+		e.zw, _ = gzip.NewWriterLevel(&e.z, gzip.BestSpeed)
+	} else {
+		e.zw.Reset(&e.z)
+	}
+	h := sha256.New()
+	ge := gob.NewEncoder(io.MultiWriter(h, e.zw))
+	head := *d
+	head.Format, head.Rows, head.RowCount = segmentFormat, nil, len(d.Rows)
+	if err := ge.Encode(&head); err != nil {
 		return nil, "", err
 	}
-	h := sha256.Sum256(raw.Bytes())
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
-	if _, err := zw.Write(raw.Bytes()); err != nil {
+	for rows := d.Rows; len(rows) > 0; {
+		n, size := 0, 0
+		for n < len(rows) && (n == 0 || size < chunkBytes) {
+			size += len(rows[n].Key) + len(rows[n].Value)
+			n++
+		}
+		if err := ge.Encode(rows[:n]); err != nil {
+			return nil, "", err
+		}
+		rows = rows[n:]
+	}
+	if err := e.zw.Close(); err != nil {
 		return nil, "", err
 	}
-	if err := zw.Close(); err != nil {
-		return nil, "", err
-	}
-	return z.Bytes(), hex.EncodeToString(h[:]), nil
+	return e.z.Bytes(), hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // decodeSegment reads segment s's body from r and checks it against its
@@ -84,12 +128,20 @@ func decodeSegment(r io.Reader, lineage string, s Segment) (*Data, error) {
 		return nil, fmt.Errorf("segment %s: checksum mismatch: its content is not what was written", s.Name)
 	}
 	var d Data
-	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&d); err != nil {
+	dec := gob.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("segment %s: %w", s.Name, err)
 	}
+	switch d.Format {
+	case 1:
+	case 2:
+		if err := decodeRows(dec, &d, len(raw)); err != nil {
+			return nil, fmt.Errorf("segment %s: %w", s.Name, err)
+		}
+	default:
+		return nil, fmt.Errorf("segment %s has format %d, this quantykube reads 1 to %d", s.Name, d.Format, segmentFormat)
+	}
 	switch {
-	case d.Format != segmentFormat:
-		return nil, fmt.Errorf("segment %s has format %d, this quantykube reads %d", s.Name, d.Format, segmentFormat)
 	case d.Lineage != lineage:
 		return nil, fmt.Errorf("segment %s belongs to lineage %s, not %s", s.Name, d.Lineage, lineage)
 	case d.First != s.First || d.Last != s.Last:
@@ -103,6 +155,30 @@ func decodeSegment(r io.Reader, lineage string, s Segment) (*Data, error) {
 		prev = row.Rev
 	}
 	return &d, nil
+}
+
+// decodeRows reads format 2's rows, which follow d in dec's stream of
+// size bytes: exactly d.RowCount of them, then the stream's end.
+func decodeRows(dec *gob.Decoder, d *Data, size int) error {
+	if len(d.Rows) != 0 || d.RowCount < 0 || d.RowCount > size {
+		return fmt.Errorf("format 2 with %d rows inside and a count of %d", len(d.Rows), d.RowCount)
+	}
+	d.Rows = make([]Row, 0, d.RowCount)
+	for len(d.Rows) < d.RowCount {
+		var chunk []Row
+		if err := dec.Decode(&chunk); err != nil {
+			return fmt.Errorf("%d of %d rows read: %w", len(d.Rows), d.RowCount, err)
+		}
+		if len(chunk) == 0 || len(chunk) > d.RowCount-len(d.Rows) {
+			return fmt.Errorf("%d of %d rows read, then a chunk of %d", len(d.Rows), d.RowCount, len(chunk))
+		}
+		d.Rows = append(d.Rows, chunk...)
+	}
+	var extra []Row
+	if err := dec.Decode(&extra); err != io.EOF {
+		return fmt.Errorf("more than the %d rows it counts", d.RowCount)
+	}
+	return nil
 }
 
 // gunzip opens a gzip stream; what is not gzip is named, and an object

@@ -60,10 +60,18 @@ type batch struct {
 	data  *Data // the rows of (after, data.Last], nil when the store is at after
 }
 
+// scratch is the memory readBatch reads rows into, kept from one segment
+// to the next (see encoder): a Data it returns is valid until the next
+// readBatch with the same scratch.
+type scratch struct {
+	rows  []Row
+	bytes []byte // the rows' keys and values
+}
+
 // readBatch reads, in one read transaction, the store's revision and
 // floors and the log rows of revisions after `after`, up to about maxBytes
 // of keys and values (whole revisions: at least one).
-func readBatch(ctx context.Context, db *sql.DB, after int64, maxBytes int) (batch, error) {
+func readBatch(ctx context.Context, db *sql.DB, after int64, maxBytes int, sc *scratch) (batch, error) {
 	var b batch
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -90,11 +98,15 @@ func readBatch(ctx context.Context, db *sql.DB, after int64, maxBytes int) (batc
 	if err != nil {
 		return b, fmt.Errorf("read the log: %w", err)
 	}
+	if cap(sc.bytes) > keepBytes {
+		sc.rows, sc.bytes = nil, nil
+	}
+	d.Rows, sc.bytes = sc.rows[:0], sc.bytes[:0]
 	size := 0
+	var key, value sql.RawBytes
 	for rows.Next() {
 		var r Row
-		var value []byte
-		if err := rows.Scan(&r.Rev, &r.Sub, &r.Key, &value, &r.CreateRev, &r.Version, &r.Lease, &r.Deleted, &r.UnixMs); err != nil {
+		if err := rows.Scan(&r.Rev, &r.Sub, &key, &value, &r.CreateRev, &r.Version, &r.Lease, &r.Deleted, &r.UnixMs); err != nil {
 			rows.Close()
 			return b, fmt.Errorf("read the log: %w", err)
 		}
@@ -103,10 +115,17 @@ func readBatch(ctx context.Context, db *sql.DB, after int64, maxBytes int) (batc
 			d.Last = r.Rev - 1
 			break
 		}
-		r.Value, r.ValueNull = value, value == nil
+		// A row's key and value are copied into sc.bytes, one after the
+		// other; when it grows, the rows already read keep the old array.
+		start := len(sc.bytes)
+		sc.bytes = append(append(sc.bytes, key...), value...)
+		r.Key = sc.bytes[start : start+len(key) : start+len(key)]
+		r.Value = sc.bytes[start+len(key) : len(sc.bytes) : len(sc.bytes)]
+		r.ValueNull = value == nil
 		size += len(r.Key) + len(r.Value) + 64
 		d.Rows = append(d.Rows, r)
 	}
+	sc.rows = d.Rows
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return b, fmt.Errorf("read the log: %w", err)
