@@ -28,8 +28,26 @@ const baseTempPattern = ".replicate-base-*"
 // anew after it; a scheduled one leaves the chain going on from the last
 // segment, so that every revision after the older bases stays restorable
 // (the next segment may straddle the base: a restore from it skips the
-// rows the base holds).
+// rows the base holds). A scheduled base of a store whose revision has
+// not moved since the newest base is not taken: it would be the same
+// copy again, by the same name, a whole upload each interval and each
+// restart for nothing.
 func (r *Replicator) base(ctx context.Context, forced bool) error {
+	if !forced {
+		var rev int64
+		if err := r.db.QueryRowContext(ctx, readRevSQL).Scan(&rev); err != nil {
+			return fmt.Errorf("base: read the revision: %w", err)
+		}
+		r.mu.Lock()
+		idle := rev == r.baseRev
+		if idle {
+			r.lastBase = time.Now()
+		}
+		r.mu.Unlock()
+		if idle {
+			return nil
+		}
+	}
 	dir, err := os.MkdirTemp(filepath.Dir(r.cfg.Dialect.Path), baseTempPattern[:len(baseTempPattern)-1])
 	if err != nil {
 		return fmt.Errorf("base: %w", err)
@@ -71,7 +89,7 @@ func (r *Replicator) base(ctx context.Context, forced bool) error {
 	}
 	r.mu.Lock()
 	r.needBase = false
-	r.lastBase = time.Now()
+	r.lastBase, r.baseRev = time.Now(), info.Rev
 	if forced {
 		r.st.Shipped = info.Rev
 	}

@@ -284,3 +284,62 @@ func TestReplicateBacklogPastRetention(t *testing.T) {
 		t.Fatalf("restore into the gap: %v", err)
 	}
 }
+
+// An idle store takes no scheduled base while its revision stands, across
+// restarts too: the same copy again, by the same name, would be a whole
+// upload each interval for nothing. The first write after brings the next
+// scheduled base.
+func TestReplicateIdleStoreTakesNoBase(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	st := bucket(t, filepath.Join(dir, "bucket"))
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(13, 14))
+	cfg := func() replicate.Config {
+		return replicate.Config{Dialect: dialect(t, path), Store: st,
+			Interval: 10 * time.Millisecond, BaseInterval: 50 * time.Millisecond, RetainBases: 2}
+	}
+	revs := workload(t, c, rng, 20)
+	bases := func() []replicate.Base {
+		l, err := replicate.List(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Bases
+	}
+	for round := range 3 {
+		r, err := replicate.Start(t.Context(), cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitShipped(t, r, revs[len(revs)-1])
+		time.Sleep(300 * time.Millisecond) // six base intervals, idle
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.Status().Objects; round > 0 && n != 0 {
+			t.Fatalf("round %d: an idle store, restarted, put %d objects", round, n)
+		}
+		if b := bases(); len(b) != 1 || b[0].Rev != revs[len(revs)-1] {
+			t.Fatalf("round %d: bases of an idle store at %d: %+v, want the one at its revision", round, revs[len(revs)-1], b)
+		}
+	}
+	r, err := replicate.Start(t.Context(), cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	resp, err := c.Put(t.Context(), "/k/after-idle", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b := bases()
+		if len(b) == 2 && b[1].Rev == resp.Header.Revision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no base at %d after a write to an idle store: %+v", resp.Header.Revision, b)
+		}
+	}
+}

@@ -113,6 +113,7 @@ type Replicator struct {
 	mu       sync.Mutex
 	st       Status
 	lastBase time.Time
+	baseRev  int64 // the newest base's revision
 	needBase bool
 	// The store's size when the oldest revision not shipped was first
 	// seen (Status.Behind), and whether the hold went past HoldBytes.
@@ -185,7 +186,7 @@ func (r *Replicator) resume(ctx context.Context, l Listing) error {
 		return fmt.Errorf("%s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own", r.cfg.Store, shipped, rev)
 	}
 	r.mu.Lock()
-	r.st.Shipped, r.lastBase = shipped, baseAt
+	r.st.Shipped, r.lastBase, r.baseRev = shipped, baseAt, l.Bases[len(l.Bases)-1].Rev
 	r.mu.Unlock()
 	r.cfg.Logger.Info("replicate: resuming", "to", r.cfg.Store.String(), "lineage", r.lineage, "shipped", shipped)
 	return nil
