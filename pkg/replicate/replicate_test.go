@@ -343,3 +343,33 @@ func TestReplicateIdleStoreTakesNoBase(t *testing.T) {
 		}
 	}
 }
+
+// A store put back from a backup keeps its lineage and is behind the
+// bucket: Start refuses to ship it there, saying both ways out.
+func TestReplicateRefusesABucketAhead(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	st := bucket(t, filepath.Join(dir, "bucket"))
+	_, c := serve(t, path)
+	rng := rand.New(rand.NewPCG(15, 16))
+	r := startReplicator(t, path, st)
+	revs := workload(t, c, rng, 10)
+	old := filepath.Join(dir, "old.db")
+	if _, err := dialect(t, path).Backup(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	revs = append(revs, workload(t, c, rng, 10)...)
+	waitShipped(t, r, revs[len(revs)-1])
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := replicate.Start(t.Context(), replicate.Config{Dialect: dialect(t, old), Store: st, Interval: 10 * time.Millisecond})
+	if err == nil {
+		t.Fatal("a store behind its bucket shipped to it")
+	}
+	for _, want := range []string{fmt.Sprintf("holds revisions up to %d", revs[len(revs)-1]), "a prefix of its own", "restore --from"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -183,7 +183,7 @@ func (r *Replicator) resume(ctx context.Context, l Listing) error {
 		return fmt.Errorf("read the revision: %w", err)
 	}
 	if rev < shipped {
-		return fmt.Errorf("%s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own", r.cfg.Store, shipped, rev)
+		return fmt.Errorf("%s holds revisions up to %d, past this store's %d (a store put back from a backup keeps its lineage): give --replicate a prefix of its own, or take the newer state it holds: quantykube restore --from (this --replicate URL) --force", r.cfg.Store, shipped, rev)
 	}
 	r.mu.Lock()
 	r.st.Shipped, r.lastBase, r.baseRev = shipped, baseAt, l.Bases[len(l.Bases)-1].Rev
