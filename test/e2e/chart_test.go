@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,14 +25,19 @@ import (
 // chartShapes are the profiles the chart must have, one per shape.
 var chartShapes = []string{"sqlite", "replicas", "sidecar", "external"}
 
-// TestChartLint: each shape has its ci/*-values.yaml profile, and `helm
-// lint --strict` finds nothing to say but information with each.
+// chartVariants are the further profiles, SHAPE-FEATURE: a shape with a
+// feature of its own turned on, every value of the feature given.
+var chartVariants = []string{"sqlite-replicate"}
+
+// TestChartLint: each shape and variant has its ci/*-values.yaml profile,
+// and `helm lint --strict` finds nothing to say but information with each.
 func TestChartLint(t *testing.T) {
 	profiles := chartProfiles(t)
-	if got := slices.Sorted(maps.Keys(profiles)); !reflect.DeepEqual(got, slices.Sorted(slices.Values(chartShapes))) {
-		t.Fatalf("ci/ holds the profiles %q, want one per shape: %q", got, chartShapes)
+	all := slices.Concat(chartShapes, chartVariants)
+	if got := slices.Sorted(maps.Keys(profiles)); !reflect.DeepEqual(got, slices.Sorted(slices.Values(all))) {
+		t.Fatalf("ci/ holds the profiles %q, want one per shape and variant: %q", got, all)
 	}
-	for _, name := range chartShapes {
+	for _, name := range all {
 		t.Run(name, func(t *testing.T) {
 			out, err := runHelm(t, "lint", "--strict", "--namespace", "quantykube", "-f", profiles[name], chartDir(t))
 			if err != nil {
@@ -73,6 +79,12 @@ func TestChartRefuses(t *testing.T) {
 		{"external without caBundle", "external", []string{"--set", "apiService.caBundle="}, "mode=external needs apiService.caBundle"},
 		{"unknown anti-affinity", "replicas", []string{"--set", "replicas.antiAffinity=always"}, "at '/replicas/antiAffinity': value must be one of 'soft', 'hard'"},
 		{"unknown restore check", "sqlite", []string{"--set", "apiService.restoreCheck=maybe"}, "at '/apiService/restoreCheck': value must be one of 'dry-run', 'none'"},
+		{"replication on replicas", "replicas", []string{"--set", "replicate.url=s3://bucket/prefix"}, "replication to object storage serves SQLite only (ADR-052), not mode=replicas"},
+		{"replication on sidecar", "sidecar", []string{"--set", "replicate.url=s3://bucket/prefix"}, "serves SQLite only (ADR-052), not mode=sidecar"},
+		{"replication of no store", "external", []string{"--set", "replicate.url=s3://bucket/prefix"}, "serves SQLite only (ADR-052), not mode=external"},
+		{"replication to an unknown scheme", "sqlite", []string{"--set", "replicate.url=https://s3.example.com/bucket"}, "at '/replicate/url'"},
+		{"replication CA for file://", "sqlite-replicate", []string{"--set", "replicate.url=file:///var/lib/quantykube/replica"}, "replicate.caSecret: a CA verifies an s3:// endpoint only"},
+		{"replication CA given twice", "sqlite-replicate", []string{"--set-string", "replicate.url=s3://bucket/prefix?endpoint=https://minio:9000&ca-file=/etc/ca.pem"}, "give it once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"template", "quantykube", chartDir(t), "--namespace", "quantykube", "-f", profiles[tc.profile]}, tc.args...)
@@ -305,4 +317,145 @@ func mountNames(vms []corev1.VolumeMount) []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// TestChartReplicate: replication to object storage (replicate.*,
+// mode=sqlite only; TestChartRefuses has the other modes). The
+// sqlite-replicate profile's store runs `serve --replicate URL`, with the
+// encryption key and the endpoint's CA as files of their Secrets, mounted
+// read-only where its flags name them, and the credentials Secret as its
+// environment; its root file system stays read-only, and the directory of
+// the store, where a base is copied before it is uploaded, is the data
+// volume, writable. The URL alone leaves credentials to the AWS SDK's
+// chain (no environment, no files); the sqlite profile has none of it.
+func TestChartReplicate(t *testing.T) {
+	profiles := chartProfiles(t)
+	const url = "s3://quantykube/clusters/ci?endpoint=https://minio.minio.svc:9000&region=us-east-1"
+	store := func(t *testing.T, args ...string) (*corev1.Pod, *corev1.Container) {
+		t.Helper()
+		objs, err := parseObjects(renderChart(t, "quantykube", "quantykube", args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := podOf(t, find(t, objs, "StatefulSet", "quantykube", "quantykube"))
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == "quantykube" {
+				return pod, &pod.Spec.Containers[i]
+			}
+		}
+		t.Fatalf("no quantykube container in %+v", pod.Spec)
+		return nil, nil
+	}
+	// replication is what the container has of replication: its
+	// --replicate* arguments, its environment from Secrets, and the
+	// volumes it mounts but the data volume and /tmp.
+	type replication struct {
+		args    []string
+		envFrom []corev1.EnvFromSource
+		mounts  []string
+	}
+	of := func(c *corev1.Container) replication {
+		var r replication
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--replicate") {
+				r.args = append(r.args, a)
+			}
+		}
+		r.envFrom = c.EnvFrom
+		for _, m := range c.VolumeMounts {
+			if strings.HasPrefix(m.Name, "replicate") {
+				r.mounts = append(r.mounts, m.Name)
+			}
+		}
+		return r
+	}
+	arg := func(t *testing.T, c *corev1.Container, flag string) string {
+		t.Helper()
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v
+			}
+		}
+		t.Fatalf("no %s among %q", flag, c.Args)
+		return ""
+	}
+	// mountAt is the container's mount at dir, and its volume.
+	mountAt := func(t *testing.T, pod *corev1.Pod, c *corev1.Container, dir string) (corev1.VolumeMount, corev1.Volume) {
+		t.Helper()
+		for _, m := range c.VolumeMounts {
+			if m.MountPath != dir {
+				continue
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == m.Name {
+					return m, v
+				}
+			}
+			t.Fatalf("the mount at %s names no volume of the pod: %q", dir, m.Name)
+		}
+		t.Fatalf("nothing is mounted at %s: %+v", dir, c.VolumeMounts)
+		return corev1.VolumeMount{}, corev1.Volume{}
+	}
+
+	t.Run("on", func(t *testing.T) {
+		pod, c := store(t, "-f", profiles["sqlite-replicate"])
+		keyFile := "/etc/quantykube/replicate-key/replicate.key"
+		caFile := "/etc/quantykube/replicate-ca/ca.crt"
+		want := replication{
+			args: []string{"--replicate=" + url, "--replicate-encryption-key-file=" + keyFile, "--replicate-ca-file=" + caFile},
+			envFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "quantykube-replicate-s3"}}}},
+			mounts: []string{"replicate-key", "replicate-ca"},
+		}
+		if got := of(c); !reflect.DeepEqual(got, want) {
+			t.Errorf("replication: %+v\nwant %+v", got, want)
+		}
+		if len(c.Env) != 0 {
+			t.Errorf("env %+v: mode=sqlite sets none but the credentials Secret's", c.Env)
+		}
+		for _, f := range []struct{ flag, secret, key string }{
+			{"--replicate-encryption-key-file", "quantykube-replicate-key", "replicate.key"},
+			{"--replicate-ca-file", "quantykube-replicate-ca", "ca.crt"},
+		} {
+			file := arg(t, c, f.flag)
+			m, v := mountAt(t, pod, c, filepath.Dir(file))
+			if !m.ReadOnly {
+				t.Errorf("%s: %s is mounted writable", f.flag, m.MountPath)
+			}
+			wantItems := []corev1.KeyToPath{{Key: f.key, Path: filepath.Base(file)}}
+			if v.Secret == nil || v.Secret.SecretName != f.secret || !reflect.DeepEqual(v.Secret.Items, wantItems) {
+				t.Errorf("%s=%s: volume %s is the Secret %+v, want the Secret %s's key %s at %s", f.flag, file, v.Name, v.Secret, f.secret, f.key, filepath.Base(file))
+			}
+		}
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("the root file system is not read-only: %+v", sc)
+		}
+		db, ok := strings.CutPrefix(arg(t, c, "--endpoint"), "sqlite://")
+		if !ok {
+			t.Fatalf("--endpoint=%s: want sqlite://", db)
+		}
+		m, v := mountAt(t, pod, c, filepath.Dir(db))
+		if m.ReadOnly || v.PersistentVolumeClaim == nil || m.SubPath != "" {
+			t.Errorf("the store's directory %s, where a base is copied: mount %+v of claim %+v, want the data volume's claim, writable", filepath.Dir(db), m, v.PersistentVolumeClaim)
+		}
+	})
+
+	t.Run("url alone", func(t *testing.T) {
+		_, c := store(t, "-f", profiles["sqlite"], "--set-string", "replicate.url="+url)
+		if got, want := of(c), (replication{args: []string{"--replicate=" + url}}); !reflect.DeepEqual(got, want) {
+			t.Errorf("replication: %+v\nwant %+v (credentials from the AWS SDK's chain, no key, the system's CAs)", got, want)
+		}
+	})
+
+	t.Run("off", func(t *testing.T) {
+		pod, c := store(t, "-f", profiles["sqlite"])
+		if got := of(c); !reflect.DeepEqual(got, replication{}) {
+			t.Errorf("the sqlite profile replicates: %+v", got)
+		}
+		for _, v := range pod.Spec.Volumes {
+			if strings.HasPrefix(v.Name, "replicate") {
+				t.Errorf("the sqlite profile has the volume %s", v.Name)
+			}
+		}
+	})
 }

@@ -63,6 +63,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.apiService.enabled .Values.apiService.register }}true{{ end }}
 {{- end }}
 
+{{/* replicates: the store streams itself to object storage (mode=sqlite only, ADR-052). */}}
+{{- define "quantykube.replicates" -}}
+{{- if and (eq .Values.mode "sqlite") .Values.replicate.url }}true{{ end }}
+{{- end }}
+
 {{/* servesAPI: the store pods serve --api-listen. */}}
 {{- define "quantykube.servesAPI" -}}
 {{- if and .Values.apiService.enabled (include "quantykube.runsStore" .) }}true{{ end }}
@@ -142,6 +147,17 @@ every combination of values the templates cannot render correctly.
 {{- end }}
 {{- if and .Values.apiService.register (not .Values.apiService.caBundle) }}
 {{- fail "apiService.tls.existingSecret needs apiService.caBundle: the base64 PEM of the CA that signed it, for the APIService" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.replicate.url (ne .Values.mode "sqlite") }}
+{{- fail (printf "replicate.url: replication to object storage serves SQLite only (ADR-052), not mode=%s. For PostgreSQL and MySQL use the database's point-in-time recovery, or run quantykube migrate --to sqlite:// beside the servers (docs/backup.md)" .Values.mode) }}
+{{- end }}
+{{- if and .Values.replicate.url .Values.replicate.caSecret }}
+{{- if not (hasPrefix "s3://" .Values.replicate.url) }}
+{{- fail "replicate.caSecret: a CA verifies an s3:// endpoint only; a file:// URL takes none" }}
+{{- end }}
+{{- if regexMatch "[?&]ca-file=" .Values.replicate.url }}
+{{- fail "replicate.url has ca-file= and replicate.caSecret gives the CA too: give it once (replicate.caSecret mounts ca.crt and passes --replicate-ca-file)" }}
 {{- end }}
 {{- end }}
 {{- if not (has .Values.replicas.antiAffinity (list "soft" "hard")) }}

@@ -26,6 +26,8 @@ frontProxy: /etc/quantykube/front-proxy
 reviewer: /etc/quantykube/reviewer
 dbCA: /etc/quantykube/db
 etcdTLS: /etc/quantykube/etcd-tls
+replicateKey: /etc/quantykube/replicate-key
+replicateCA: /etc/quantykube/replicate-ca
 {{- end }}
 
 {{/* The restricted Pod Security profile, for every container. */}}
@@ -64,6 +66,15 @@ seccompProfile:
 {{- end }}
 {{- if eq .Values.mode "sqlite" }}
 - --endpoint=sqlite://{{ $p.data }}/state.db
+{{- if include "quantykube.replicates" . }}
+- {{ printf "--replicate=%s" .Values.replicate.url | quote }}
+{{- if .Values.replicate.encryptionKeySecret }}
+- --replicate-encryption-key-file={{ $p.replicateKey }}/replicate.key
+{{- end }}
+{{- if .Values.replicate.caSecret }}
+- --replicate-ca-file={{ $p.replicateCA }}/ca.crt
+{{- end }}
+{{- end }}
 {{- else }}
 - --endpoint=$(QUANTYKUBE_ENDPOINT)
 {{- if .Values.database.listenEndpointKey }}
@@ -137,6 +148,13 @@ before kube-apiserver starts.
           key: {{ .Values.database.listenEndpointKey }}
     {{- end }}
   {{- end }}
+  {{- if and (include "quantykube.replicates" .) .Values.replicate.credentialsSecret }}
+  # The object store's credentials (AWS_ACCESS_KEY_ID, ...), as the AWS
+  # SDK reads them.
+  envFrom:
+    - secretRef:
+        name: {{ .Values.replicate.credentialsSecret }}
+  {{- end }}
   ports:
     {{- if ne .Values.mode "sidecar" }}
     - name: client
@@ -175,6 +193,7 @@ before kube-apiserver starts.
     {{- include "quantykube.containerSecurityContext" . | nindent 4 }}
   volumeMounts:
     {{- if eq .Values.mode "sqlite" }}
+    # The store, and the copy replication takes of it for a base.
     - name: data
       mountPath: {{ $p.data }}
     {{- end }}
@@ -189,6 +208,18 @@ before kube-apiserver starts.
     - name: db-ca
       mountPath: {{ $p.dbCA }}
       readOnly: true
+    {{- end }}
+    {{- if include "quantykube.replicates" . }}
+    {{- if .Values.replicate.encryptionKeySecret }}
+    - name: replicate-key
+      mountPath: {{ $p.replicateKey }}
+      readOnly: true
+    {{- end }}
+    {{- if .Values.replicate.caSecret }}
+    - name: replicate-ca
+      mountPath: {{ $p.replicateCA }}
+      readOnly: true
+    {{- end }}
     {{- end }}
     {{- if and .Values.serve.tls.existingSecret (ne .Values.mode "sidecar") }}
     - name: etcd-tls
@@ -231,6 +262,24 @@ before kube-apiserver starts.
     items:
       - key: ca.crt
         path: ca.crt
+{{- end }}
+{{- if include "quantykube.replicates" . }}
+{{- if .Values.replicate.encryptionKeySecret }}
+- name: replicate-key
+  secret:
+    secretName: {{ .Values.replicate.encryptionKeySecret }}
+    items:
+      - key: replicate.key
+        path: replicate.key
+{{- end }}
+{{- if .Values.replicate.caSecret }}
+- name: replicate-ca
+  secret:
+    secretName: {{ .Values.replicate.caSecret }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
 {{- end }}
 {{- if and .Values.serve.tls.existingSecret (ne .Values.mode "sidecar") }}
 - name: etcd-tls
