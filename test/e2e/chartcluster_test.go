@@ -71,7 +71,7 @@ func (c *Cluster) restrictedNamespace(t *testing.T) string {
 // Certificate, the CA injection and the ServiceMonitor (not applied: their
 // kinds are not in this cluster).
 func checkChartProfiles(t *testing.T, c *Cluster) {
-	for _, name := range chartShapes {
+	for _, name := range slices.Concat(chartShapes, chartVariants) {
 		t.Run(name, func(t *testing.T) {
 			file := chartProfiles(t)[name]
 			ns := c.restrictedNamespace(t)
