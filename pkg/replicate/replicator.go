@@ -447,6 +447,7 @@ func (r *Replicator) record(ctx context.Context, err error) {
 func (r *Replicator) segment(ctx context.Context) error {
 	shipped := r.Status().Shipped
 	b, err := readBatch(ctx, r.db, shipped, r.cfg.SegmentBytes, &r.sc)
+	defer r.sc.release()
 	if err != nil {
 		return err
 	}
@@ -473,6 +474,7 @@ func (r *Replicator) segment(ctx context.Context) error {
 	d := b.data
 	d.Lineage = r.lineage
 	body, sum, err := r.enc.encode(d)
+	defer r.enc.release()
 	if err != nil {
 		return fmt.Errorf("encode segment %d-%d: %w", d.First, d.Last, err)
 	}

@@ -68,18 +68,10 @@ type encoder struct {
 	zw *gzip.Writer
 }
 
-// keepBytes bounds the buffers the encoder and the scratch keep between
-// segments: a backlog's segments (up to Config.SegmentBytes) are built
-// once and let go, a steady second's are reused.
-const keepBytes = 8 << 20
-
 // encode returns the segment's object body (gzip of its gob encoding) and
 // the hex SHA-256 of the gob bytes, which its name carries. The body is
-// the encoder's: it is valid until the next encode.
+// the encoder's: it is valid until release.
 func (e *encoder) encode(d *Data) (body []byte, sum string, err error) {
-	if e.z.Cap() > keepBytes {
-		e.z = bytes.Buffer{}
-	}
 	e.z.Reset()
 	if e.zw == nil {
 		e.zw, _ = gzip.NewWriterLevel(&e.z, gzip.BestSpeed)
@@ -108,6 +100,15 @@ func (e *encoder) encode(d *Data) (body []byte, sum string, err error) {
 		return nil, "", err
 	}
 	return e.z.Bytes(), hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// release ends the use of the last body. Its buffer is kept for the next
+// only where that body filled at least half of it (see scratch.release).
+func (e *encoder) release() {
+	if e.z.Cap() > 2*e.z.Len() {
+		e.z = bytes.Buffer{}
+	}
+	e.z.Reset()
 }
 
 // decodeSegment reads segment s's body from r and checks it against its

@@ -103,6 +103,7 @@ func TestEncoderAllocatesLittle(t *testing.T) {
 	if _, _, err := e.encode(d); err != nil {
 		t.Fatal(err)
 	}
+	e.release()
 	var before, after runtime.MemStats
 	const n = 5
 	runtime.ReadMemStats(&before)
@@ -110,6 +111,7 @@ func TestEncoderAllocatesLittle(t *testing.T) {
 		if _, _, err := e.encode(d); err != nil {
 			t.Fatal(err)
 		}
+		e.release()
 	}
 	runtime.ReadMemStats(&after)
 	per := int(after.TotalAlloc-before.TotalAlloc) / n
@@ -182,5 +184,34 @@ func TestDecodeRefusesMiscountedRows(t *testing.T) {
 	body, sum := rawSegment(t, &head, d.Rows[:2], d.Rows[2:])
 	if _, err := decodeSegment(bytes.NewReader(body), d.Lineage, segmentOf(d, sum)); err != nil {
 		t.Errorf("rows in two chunks of any size: %v", err)
+	}
+}
+
+// TestScratchLetsABacklogGo: the scratch keeps its memory for a segment
+// of about the last one's size, lets a backlog's go once a smaller
+// segment follows, and no row it keeps points into what it let go.
+func TestScratchLetsABacklogGo(t *testing.T) {
+	var sc scratch
+	fill := func(rows, size int) {
+		for i := range rows {
+			start := len(sc.bytes)
+			sc.bytes = append(sc.bytes, make([]byte, size)...)
+			sc.rows = append(sc.rows, Row{Rev: int64(i), Key: sc.bytes[start : start+1], Value: sc.bytes[start+1:]})
+		}
+	}
+	fill(4000, 1024) // a backlog
+	sc.release()
+	if cap(sc.bytes) < 4000*1024 || cap(sc.rows) < 4000 {
+		t.Fatalf("a segment that filled the scratch let it go: %d bytes, %d rows kept", cap(sc.bytes), cap(sc.rows))
+	}
+	for i, r := range sc.rows[:cap(sc.rows)] {
+		if r.Key != nil || r.Value != nil {
+			t.Fatalf("row %d past the length still points into the last segment", i)
+		}
+	}
+	fill(100, 1024) // a steady second after it
+	sc.release()
+	if cap(sc.bytes) != 0 || cap(sc.rows) != 0 {
+		t.Fatalf("after a small segment the backlog's memory is kept: %d bytes, %d rows", cap(sc.bytes), cap(sc.rows))
 	}
 }

@@ -61,11 +61,27 @@ type batch struct {
 }
 
 // scratch is the memory readBatch reads rows into, kept from one segment
-// to the next (see encoder): a Data it returns is valid until the next
-// readBatch with the same scratch.
+// to the next (see encoder): a Data it returns is valid until release.
 type scratch struct {
 	rows  []Row
 	bytes []byte // the rows' keys and values
+}
+
+// release ends the last Data's use of the scratch. Its memory is kept
+// for the next segment only where that one used at least half of it: a
+// backlog's large segment (up to Config.SegmentBytes) is let go at once.
+// The rows are cleared to their capacity, since the collector follows a
+// slice's whole array: rows past the length would hold on to every array
+// sc.bytes outgrew.
+func (sc *scratch) release() {
+	clear(sc.rows[:cap(sc.rows)])
+	if cap(sc.rows) > 2*len(sc.rows) {
+		sc.rows = nil
+	}
+	if cap(sc.bytes) > 2*len(sc.bytes) {
+		sc.bytes = nil
+	}
+	sc.rows, sc.bytes = sc.rows[:0], sc.bytes[:0]
 }
 
 // readBatch reads, in one read transaction, the store's revision and
@@ -98,10 +114,7 @@ func readBatch(ctx context.Context, db *sql.DB, after int64, maxBytes int, sc *s
 	if err != nil {
 		return b, fmt.Errorf("read the log: %w", err)
 	}
-	if cap(sc.bytes) > keepBytes {
-		sc.rows, sc.bytes = nil, nil
-	}
-	d.Rows, sc.bytes = sc.rows[:0], sc.bytes[:0]
+	d.Rows = sc.rows[:0]
 	size := 0
 	var key, value sql.RawBytes
 	for rows.Next() {
