@@ -20,6 +20,7 @@ func TestReplicateResumeAfterAnEmptyStoresBase(t *testing.T) {
 	_, c := serve(t, path)
 	rng := rand.New(rand.NewPCG(9, 10))
 	r := startReplicator(t, path, st)
+	waitShipped(t, r, 1) // the first base, of the store with no commit, before any write
 	revs := workload(t, c, rng, 20)
 	waitShipped(t, r, revs[len(revs)-1])
 	if err := r.Close(); err != nil {

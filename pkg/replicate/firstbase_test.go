@@ -28,6 +28,7 @@ func TestReplicateFirstBaseOutlivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitShipped(t, r, 1) // round 0: the first base, of the store with no commit, before any write
 		revs = append(revs, workload(t, c, rng, 20)...)
 		waitShipped(t, r, revs[len(revs)-1])
 		if err := r.Close(); err != nil {
